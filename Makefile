@@ -1,0 +1,37 @@
+# Two commands on a fresh machine: `make run` (the default replay) and `make test` (the suite).
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# CPU build of torch from local disk on machines without a GPU; a bare `torch` pulls a CUDA build.
+TORCH ?= torch==2.13.0
+
+.PHONY: run test venv venv-backend bench notebooks clean lint
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+venv: $(BIN)/python
+	$(BIN)/pip install -q -e '.[dev]'
+
+venv-backend: venv
+	$(BIN)/pip install -q '$(TORCH)' 'triton'
+	$(BIN)/pip install -q -e '.[dev,backend]'
+
+run: venv
+	$(BIN)/schedsim run --out runs/default
+
+test: venv-backend
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+
+lint: venv
+	$(BIN)/ruff check policies sim traces backend tests bench
+
+bench: venv
+	$(BIN)/python bench/bench_default.py
+
+notebooks: venv
+	$(BIN)/python -m schedsim.notebooks_render notebooks runs/notebooks
+
+clean:
+	rm -rf $(VENV) runs build *.egg-info

@@ -1,0 +1,14 @@
+"""schedsim.policies: the step interface, the KV block manager and every scheduler policy."""
+
+from .config import SchedulerConfig
+from .interface import (Executor, Policy, PolicyInfo, get_policy_info, list_policies, make_policy,
+                        register_policy)
+from .plan import RequestOutput, StepPlan, StepResult
+from .request import Request, RequestStatus
+
+# Policy modules register themselves on import; add each new one here.
+# (imports appended below by each policy module's author)
+
+__all__ = ["Executor", "Policy", "PolicyInfo", "Request", "RequestOutput", "RequestStatus",
+           "SchedulerConfig", "StepPlan", "StepResult", "get_policy_info", "list_policies",
+           "make_policy", "register_policy"]

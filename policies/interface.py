@@ -1,0 +1,115 @@
+"""The Policy and Executor protocols, and the registry that names policies by plain strings."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from .config import SchedulerConfig
+from .plan import RequestOutput, StepPlan, StepResult
+from .request import Request
+
+
+@runtime_checkable
+class Policy(Protocol):
+    """A scheduler: decides each step's plan and folds the step's result back into its requests."""
+
+    config: SchedulerConfig
+    # 1 for a synchronous scheduler, 2 for vLLM's AsyncScheduler / SGLang's overlap loop.
+    max_concurrent_batches: int
+
+    def add_request(self, request: Request) -> None:
+        """Queue a newly arrived request."""
+
+    def abort_requests(self, request_ids: Iterable[str]) -> list[Request]:
+        """Finish the given live requests as aborted; unknown or finished ids are ignored."""
+
+    def has_requests(self) -> bool:
+        """Unfinished requests, or finished ones not yet reported in a plan."""
+
+    def has_unfinished_requests(self) -> bool:
+        """Requests still waiting or running."""
+
+    def schedule(self) -> StepPlan:
+        """Plan the next step (may be empty)."""
+
+    def update_from_output(self, plan: StepPlan, result: StepResult) -> list[RequestOutput]:
+        """Apply a finished step's result; returns the tokens delivered and the finishes."""
+
+    def update_draft_token_ids(self, drafts: Mapping[str, list[int]]) -> None:
+        """Receive drafts proposed for the next step (speculative decoding)."""
+
+    def get_request_counts(self) -> tuple[int, int]:
+        """(running, waiting) for the step table."""
+
+    def kv_usage(self) -> float:
+        """Fraction of usable KV blocks held by requests."""
+
+    def check_invariants(self) -> None:
+        """Raise AssertionError if internal bookkeeping is inconsistent (tests call this)."""
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Runs steps: `launch` never blocks; `collect` hands back the StepResult of a launched step."""
+
+    def launch(self, plan: StepPlan, requests: Mapping[str, Request]) -> Any:
+        """Start computing a plan; returns a handle to wait on."""
+
+    def collect(self, handle: Any) -> StepResult:
+        """The result of a launched step (blocks in the real world until it is ready)."""
+
+
+@dataclass(frozen=True)
+class PolicyInfo:
+    """A registered policy: its name, one line for `schedsim policies`, its config and factory."""
+
+    name: str
+    description: str
+    config_cls: type[SchedulerConfig]
+    factory: Callable[[Any], Policy]
+
+    def make(self, **options: Any) -> Policy:
+        """Build the policy from keyword options, rejecting unknown ones by name."""
+        known = {f.name for f in dataclasses.fields(self.config_cls)}
+        unknown = sorted(set(options) - known)
+        if unknown:
+            raise ValueError(f"policy {self.name!r}: unknown option(s) {unknown}; "
+                             f"known: {sorted(known)}")
+        return self.factory(self.config_cls(**options))
+
+
+_REGISTRY: dict[str, PolicyInfo] = {}
+
+
+def register_policy(name: str, description: str,
+                    config_cls: type[SchedulerConfig] = SchedulerConfig) -> Callable[[Any], Any]:
+    """Class or factory decorator: `@register_policy("vllm", "...", VllmConfig)`."""
+
+    def deco(factory: Any) -> Any:
+        if name in _REGISTRY:
+            raise ValueError(f"policy {name!r} registered twice")
+        _REGISTRY[name] = PolicyInfo(name, description, config_cls, factory)
+        return factory
+
+    return deco
+
+
+def get_policy_info(name: str) -> PolicyInfo:
+    """Look a policy up by name, listing the known names on a miss."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise ValueError(f"unknown policy {name!r}; known: {sorted(_REGISTRY)}") from None
+
+
+def make_policy(name: str, **options: Any) -> Policy:
+    """Build a registered policy by name."""
+    return get_policy_info(name).make(**options)
+
+
+def list_policies() -> list[PolicyInfo]:
+    """Every registered policy, sorted by name."""
+    return [_REGISTRY[n] for n in sorted(_REGISTRY)]
