@@ -1,0 +1,60 @@
+"""Chained content hashes of full KV blocks, for requests with token ids or only prompt lengths.
+
+A block's hash covers its tokens and its parent's hash, so equal hashes mean equal prefixes (as
+vLLM's block hasher). Hashes are computed lazily, only up to the blocks a caller needs, and kept in
+`request.block_hashes` until the request finishes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from ..request import Request
+
+NONE_HASH = 0x5EED_0F_C0FFEE  # parent of the first block
+_UNIQUE_TAG = 0x7A61  # marks a block whose prompt content is known only to its own request
+_GIVEN_TAG = 0x7A62  # marks a prompt block identified by a trace-given hash
+
+
+def _request_salt(request_id: str) -> int:
+    """A process-independent integer for a request id (str hashes are randomised per process)."""
+    return int.from_bytes(hashlib.blake2b(request_id.encode(), digest_size=8).digest(), "little")
+
+
+def _block_hash(request: Request, idx: int, parent: int, block_size: int) -> int:
+    """Hash of full block `idx` given its parent's hash."""
+    start = idx * block_size
+    end = start + block_size
+    prompt_len = request.prompt_len
+    ids = request.prompt_token_ids
+    if ids is not None:
+        if end <= prompt_len:
+            return hash((parent, tuple(ids[start:end])))
+        outs = request.output_token_ids
+        if start >= prompt_len:
+            return hash((parent, tuple(outs[start - prompt_len:end - prompt_len])))
+        return hash((parent, tuple(ids[start:]) + tuple(outs[:end - prompt_len])))
+    given = request.prompt_block_hashes
+    if end <= prompt_len:
+        if given is not None and idx < len(given):
+            return hash((parent, _GIVEN_TAG, given[idx]))
+        return hash((parent, _UNIQUE_TAG, _request_salt(request.request_id), idx))
+    if start < prompt_len:
+        # Unknown prompt tail plus outputs: nobody else can be known to share it.
+        return hash((parent, _UNIQUE_TAG, _request_salt(request.request_id), idx))
+    outs = request.output_token_ids
+    return hash((parent, tuple(outs[start - prompt_len:end - prompt_len])))
+
+
+def ensure_block_hashes(request: Request, num_blocks: int, block_size: int) -> list[int]:
+    """Extend `request.block_hashes` to at least `num_blocks` full blocks of known tokens."""
+    hashes = request.block_hashes
+    have = len(hashes)
+    if have >= num_blocks:
+        return hashes
+    limit = min(num_blocks, request.num_tokens // block_size)
+    parent = hashes[-1] if have else NONE_HASH
+    for idx in range(have, limit):
+        parent = _block_hash(request, idx, parent, block_size)
+        hashes.append(parent)
+    return hashes

@@ -1,0 +1,210 @@
+"""KVCacheManager: per-request block tables over a BlockPool, with prefix caching and fenced frees.
+
+Semantics follow vLLM 0.33.0's KVCacheManager for one full-attention group with hash block size
+== block size: hits are whole cached blocks, capped at num_tokens - 1; `allocate_slots` fails
+(returns None) instead of allocating partially; `full_sequence_must_fit` is the admission gate of
+`scheduler_reserve_full_isl` (the whole known sequence, prompt plus outputs, must fit now).
+
+Deferred free (vLLM's defer_block_free): a policy that keeps several steps in flight stamps each
+non-empty step with `begin_step()` and each processed one with `end_step()`; `free(request,
+last_sched_seq)` then keeps the blocks out of the pool until the step that last wrote them is done.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from ..request import Request, RequestStatus
+from .block_pool import BlockPool
+from .hashing import ensure_block_hashes
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceiling division."""
+    return -(-a // b)
+
+
+class KVCacheManager:
+    """Block tables, prefix-cache lookups and allocation for one policy."""
+
+    __slots__ = ("block_size", "max_model_len", "enable_caching", "watermark_blocks", "pool",
+                 "req_to_blocks", "num_cached_block", "deferred_frees", "sched_step_seq",
+                 "processed_step_seq")
+
+    def __init__(self, num_gpu_blocks: int, block_size: int, max_model_len: int,
+                 enable_caching: bool = True, watermark: float = 0.0) -> None:
+        if block_size < 1:
+            raise ValueError(f"KVCacheManager.block_size must be >= 1, got {block_size}")
+        if not 0.0 <= watermark < 1.0:
+            raise ValueError(f"KVCacheManager.watermark must be in [0, 1), got {watermark}")
+        self.block_size = block_size
+        self.max_model_len = max_model_len
+        self.enable_caching = enable_caching
+        self.watermark_blocks = int(watermark * num_gpu_blocks)
+        self.pool = BlockPool(num_gpu_blocks, enable_caching)
+        self.req_to_blocks: dict[str, list[int]] = {}
+        self.num_cached_block: dict[str, int] = {}
+        self.deferred_frees: deque[tuple[int, list[int]]] = deque()
+        self.sched_step_seq = 0
+        self.processed_step_seq = 0
+
+    # ---- queries ----
+    @property
+    def num_free_blocks(self) -> int:
+        """Blocks allocatable now."""
+        return self.pool.num_free_blocks
+
+    @property
+    def usage(self) -> float:
+        """Fraction of usable blocks in use (deferred-free blocks count as used)."""
+        return self.pool.usage()
+
+    def get_block_ids(self, request_id: str) -> list[int]:
+        """The request's block table (live list: copy it to keep it)."""
+        return self.req_to_blocks.get(request_id, [])
+
+    def get_computed_blocks(self, request: Request) -> tuple[list[int], int]:
+        """Longest run of cached full blocks from the start, capped at num_tokens - 1 tokens."""
+        if not self.enable_caching:
+            return [], 0
+        bs = self.block_size
+        max_blocks = (request.num_tokens - 1) // bs
+        if max_blocks <= 0:
+            return [], 0
+        hashes = ensure_block_hashes(request, max_blocks, bs)
+        get = self.pool.get_cached_block
+        hit: list[int] = []
+        for i in range(min(max_blocks, len(hashes))):
+            bid = get(hashes[i])
+            if bid is None:
+                break
+            hit.append(bid)
+        return hit, len(hit) * bs
+
+    def _num_blocks_to_allocate(self, request_id: str, num_tokens: int, hit: list[int]) -> int:
+        """New blocks to take from the pool, counting hit blocks that must leave the free queue."""
+        held = len(self.req_to_blocks.get(request_id, ()))
+        need = max(cdiv(num_tokens, self.block_size) - len(hit) - held, 0)
+        if hit:
+            ref_cnt = self.pool.ref_cnt
+            need += sum(1 for b in hit if ref_cnt[b] == 0)
+        return need
+
+    # ---- allocation ----
+    def allocate_slots(self, request: Request, num_new_tokens: int, num_new_computed_tokens: int = 0,
+                       new_computed_blocks: list[int] | None = None, num_lookahead_tokens: int = 0,
+                       full_sequence_must_fit: bool = False,
+                       has_scheduled_reqs: bool = True) -> list[int] | None:
+        """Give the request slots for `num_new_tokens` more tokens (plus adopted prefix hits).
+
+        Returns the newly allocated block ids, or None (nothing changed) if the pool is too small.
+        """
+        if num_new_tokens == 0 and num_new_computed_tokens == 0:
+            raise ValueError("num_new_tokens must be > 0 when there are no computed tokens to adopt")
+        hit = new_computed_blocks or []
+        rid = request.request_id
+        num_local_computed = request.num_computed_tokens + num_new_computed_tokens
+        total_computed = min(num_local_computed, self.max_model_len)
+        watermark = 0
+        if has_scheduled_reqs and request.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED):
+            watermark = self.watermark_blocks
+        free = self.pool.num_free_blocks
+        if full_sequence_must_fit:
+            full = min(request.num_tokens, self.max_model_len)
+            if self._num_blocks_to_allocate(rid, full, hit) + watermark > free:
+                return None
+        need_slot = min(total_computed + num_new_tokens + num_lookahead_tokens, self.max_model_len)
+        if self._num_blocks_to_allocate(rid, need_slot, hit) + watermark > free:
+            return None
+        blocks = self.req_to_blocks.get(rid)
+        if blocks is None:
+            blocks = self.req_to_blocks[rid] = []
+        if hit:
+            self.pool.touch(hit)
+            blocks.extend(hit)
+            self.num_cached_block[rid] = len(blocks)
+        num_new_blocks = cdiv(need_slot, self.block_size) - len(blocks)
+        new_blocks = self.pool.get_new_blocks(num_new_blocks) if num_new_blocks > 0 else []
+        blocks.extend(new_blocks)
+        if self.enable_caching:
+            self.cache_blocks(request, min(total_computed + num_new_tokens, request.num_tokens))
+        return new_blocks
+
+    def cache_blocks(self, request: Request, num_computed_tokens: int) -> None:
+        """Publish the request's full, finalized blocks (up to num_computed_tokens) to the cache."""
+        if not self.enable_caching:
+            return
+        rid = request.request_id
+        num_cached = self.num_cached_block.get(rid, 0)
+        num_full = num_computed_tokens // self.block_size
+        if num_full <= num_cached:
+            return
+        hashes = ensure_block_hashes(request, num_full, self.block_size)
+        num_full = min(num_full, len(hashes))
+        if num_full <= num_cached:
+            return
+        blocks = self.req_to_blocks[rid]
+        cache_block = self.pool.cache_block
+        for i in range(num_cached, num_full):
+            cache_block(blocks[i], hashes[i])
+        self.num_cached_block[rid] = num_full
+
+    # ---- freeing ----
+    def pop_blocks_for_free(self, request: Request) -> list[int]:
+        """Detach the request's blocks without returning them to the pool."""
+        self.num_cached_block.pop(request.request_id, None)
+        return self.req_to_blocks.pop(request.request_id, [])
+
+    def can_free_now(self, last_sched_seq: int) -> bool:
+        """No in-flight step can still write blocks last scheduled at `last_sched_seq`."""
+        return last_sched_seq <= self.processed_step_seq
+
+    def free(self, request: Request, last_sched_seq: int | None = None) -> None:
+        """Return the request's blocks (tail first, so tails are evicted first).
+
+        With `last_sched_seq` newer than the last processed step, the blocks wait in the deferred
+        queue, fenced by the newest scheduled step, until `end_step` passes that fence.
+        """
+        blocks = self.pop_blocks_for_free(request)
+        if last_sched_seq is not None and last_sched_seq > self.processed_step_seq:
+            if blocks:
+                self.deferred_frees.append((self.sched_step_seq, blocks))
+            return
+        if blocks:
+            self.pool.free_blocks(reversed(blocks))
+
+    def drop_request(self, request: Request) -> None:
+        """Forget a finished request's hashes (memory: long traces)."""
+        request.block_hashes = []
+
+    def begin_step(self) -> int:
+        """Stamp a newly scheduled non-empty step; returns its fence sequence number."""
+        self.sched_step_seq += 1
+        return self.sched_step_seq
+
+    def end_step(self) -> None:
+        """A non-empty step finished: release deferred blocks whose fence it passed."""
+        self.processed_step_seq += 1
+        dq = self.deferred_frees
+        while dq and dq[0][0] <= self.processed_step_seq:
+            _, blocks = dq.popleft()
+            self.pool.free_blocks(reversed(blocks))
+
+    @property
+    def num_deferred_blocks(self) -> int:
+        """Blocks freed by requests but still fenced by in-flight steps."""
+        return sum(len(b) for _, b in self.deferred_frees)
+
+    def check_invariants(self) -> None:
+        """Every block is free, held (ref count == references) or the null block."""
+        held: dict[int, int] = {}
+        for table in self.req_to_blocks.values():
+            for bid in table:
+                held[bid] = held.get(bid, 0) + 1
+        for _, blocks in self.deferred_frees:
+            for bid in blocks:
+                held[bid] = held.get(bid, 0) + 1
+        held.pop(0, None)
+        self.pool.check_invariants(held)
+        for rid, n in self.num_cached_block.items():
+            assert n <= len(self.req_to_blocks.get(rid, ())), f"{rid}: more cached than held blocks"
