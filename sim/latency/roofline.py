@@ -1,0 +1,212 @@
+"""Roofline latency model: each operator costs max(FLOPs / compute, bytes / bandwidth) + a launch."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from operator import itemgetter
+
+from .base import StepShape
+from .specs import GpuSpec, ModelSpec
+
+# Operators of one transformer layer that depend only on the step's token count (Vidur's names).
+DENSE_OPS = ("input_layernorm", "attn_pre_proj", "attn_rope", "kv_cache_save", "attn_post_proj",
+             "post_attention_layernorm", "mlp_up_proj", "mlp_act", "mlp_down_proj", "add")
+GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
+_first, _second = itemgetter(0), itemgetter(1)
+
+
+@dataclass(frozen=True)
+class RooflineConfig:
+    """Efficiency factors applied to a GPU's datasheet peaks (fitted per GPU, or priors)."""
+
+    gemm_compute_eff: float = 0.7
+    gemm_memory_eff: float = 0.8
+    elementwise_memory_eff: float = 0.6
+    attn_compute_eff: float = 0.5
+    attn_memory_eff: float = 0.7
+    kernel_overhead_us: float = 4.0
+    comm_bw_eff: float = 0.7  # fraction of the one-way link bandwidth an all-reduce achieves
+    comm_latency_us: float = 10.0
+    source: str = "prior"
+
+    def __post_init__(self) -> None:
+        for name in ("gemm_compute_eff", "gemm_memory_eff", "elementwise_memory_eff",
+                     "attn_compute_eff", "attn_memory_eff", "comm_bw_eff"):
+            value = getattr(self, name)
+            if not 0.0 < value <= 1.0:
+                raise ValueError(f"RooflineConfig: field {name!r} must be in (0, 1], got {value}")
+        for name in ("kernel_overhead_us", "comm_latency_us"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"RooflineConfig: field {name!r} must be >= 0")
+
+    @classmethod
+    def from_gpu(cls, gpu: GpuSpec) -> RooflineConfig:
+        """Priors from the GPU spec's own efficiency factors."""
+        return cls(gemm_compute_eff=gpu.compute_efficiency, gemm_memory_eff=gpu.memory_efficiency,
+                   kernel_overhead_us=gpu.kernel_overhead_us, comm_latency_us=gpu.comm_latency_us,
+                   source=f"gpu-spec priors ({gpu.name})")
+
+
+class RooflineModel:
+    """Step time from a model spec and a GPU spec; per-token-count parts are cached."""
+
+    name = "roofline"
+
+    def __init__(self, model: ModelSpec, gpu: GpuSpec, tp: int = 1,
+                 config: RooflineConfig | None = None) -> None:
+        if tp < 1:
+            raise ValueError(f"tp must be >= 1, got {tp}")
+        self.model, self.gpu, self.tp = model, gpu, tp
+        self.config = config or RooflineConfig.from_gpu(gpu)
+        c = self.config
+        self._flops = gpu.peak_tflops * 1e12
+        self._bw = gpu.hbm_gbps * 1e9
+        self._ovh = c.kernel_overhead_us * 1e-6
+        d = model.dtype_bytes
+        self._q = model.q_size // tp if model.q_size % tp == 0 else model.q_size / tp
+        self._kv = model.kv_heads_per_gpu(tp) * model.head_dim
+        # per-token attention coefficients: FLOPs per (query, key) pair; KV bytes per key
+        self._attn_flop = 4.0 * self._q
+        self._kv_byte = 2.0 * self._kv * d
+        self._q_byte = 2.0 * self._q * d
+        self._dense_cache: dict[int, float] = {}
+        self._head_cache: dict[int, float] = {}
+
+    # ---- operator costs (one layer, one GPU) ---------------------------------------------
+    def op(self, flops: float, nbytes: float, compute_eff: float, memory_eff: float) -> float:
+        """One kernel: the slower of its compute and memory time, plus its launch."""
+        return max(flops / (self._flops * compute_eff), nbytes / (self._bw * memory_eff)) + self._ovh
+
+    def gemm(self, tokens: int, k: int, n: float) -> float:
+        """A [tokens x k] @ [k x n] GEMM with weights read once."""
+        d = self.model.dtype_bytes
+        c = self.config
+        return self.op(2.0 * tokens * k * n, (k * n + tokens * (k + n)) * d,
+                       c.gemm_compute_eff, c.gemm_memory_eff)
+
+    def elementwise(self, nbytes: float) -> float:
+        """A memory-bound elementwise kernel (norm, rope, activation, add, cache write)."""
+        return nbytes / (self._bw * self.config.elementwise_memory_eff) + self._ovh
+
+    def dense_ops(self, tokens: int) -> dict[str, float]:
+        """Seconds of each token-count-dependent operator of one layer, on one GPU."""
+        m, tp, d = self.model, self.tp, self.model.dtype_bytes
+        h, q, kv = m.hidden_size, self._q, self._kv
+        inter = m.intermediate_size / tp
+        up = 2 * inter if m.gated_mlp else inter
+        norm = self.elementwise(2 * tokens * h * d + h * d)
+        return {
+            "input_layernorm": norm,
+            "attn_pre_proj": self.gemm(tokens, h, q + 2 * kv),
+            "attn_rope": self.elementwise(2 * tokens * (q + kv) * d),
+            "kv_cache_save": self.elementwise(2 * tokens * 2 * kv * d),
+            "attn_post_proj": self.gemm(tokens, q, h),
+            "post_attention_layernorm": norm,
+            "mlp_up_proj": self.gemm(tokens, h, up),
+            "mlp_act": self.elementwise(tokens * (up + inter) * d),
+            "mlp_down_proj": self.gemm(tokens, inter, h),
+            "add": 2 * self.elementwise(3 * tokens * h * d),
+        }
+
+    def all_reduce(self, nbytes: float) -> float:
+        """Ring all-reduce over the TP group: 2(p-1)/p of the message crosses each link."""
+        if self.tp == 1:
+            return 0.0
+        c = self.config
+        one_way = self.gpu.nvlink_gbps * 1e9 / 2 * c.comm_bw_eff
+        return 2 * (self.tp - 1) / self.tp * nbytes / one_way + c.comm_latency_us * 1e-6
+
+    def lm_head(self, sampled: int) -> float:
+        """Final norm + vocab projection for the sampled positions only (vocab sharded by TP)."""
+        if sampled == 0:
+            return 0.0
+        m = self.model
+        h, d = m.hidden_size, m.dtype_bytes
+        return self.elementwise(2 * sampled * h * d) + self.gemm(sampled, h, m.vocab_size / self.tp)
+
+    def attention(self, shape: StepShape) -> tuple[float, float]:
+        """(prefill, decode) attention seconds of one layer: FlashAttention-style, KV read once."""
+        decodes = shape.decodes
+        nd = len(decodes)
+        drafts = sum(map(_second, decodes)) if nd else 0
+        return self._prefill_attention(shape.prefills), self._decode_attention(decodes, drafts)
+
+    def _prefill_attention(self, prefills: list[tuple[int, int]]) -> float:
+        """Causal attention of prefill chunks over their cached context plus themselves."""
+        if not prefills:
+            return 0.0
+        c = self.config
+        flops = nbytes = 0.0
+        for n, ctx in prefills:
+            flops += n * (ctx + (n + 1) * 0.5)
+            nbytes += (ctx + n) * self._kv_byte + n * self._q_byte
+        return self.op(flops * self._attn_flop, nbytes, c.attn_compute_eff, c.attn_memory_eff)
+
+    def _decode_attention(self, decodes: list[tuple[int, int]], drafts: int) -> float:
+        """Decode (and draft-verification) attention: every query reads its request's whole KV."""
+        nd = len(decodes)
+        if not nd:
+            return 0.0
+        c = self.config
+        ctx_sum = sum(map(_first, decodes))
+        if drafts == 0:
+            pairs, keys, queries = ctx_sum + nd, ctx_sum + nd, nd
+        else:
+            pairs = sum((1 + k) * (ctx + 1 + k) for ctx, k in decodes)
+            keys, queries = ctx_sum + nd + drafts, nd + drafts
+        return self.op(pairs * self._attn_flop, keys * self._kv_byte + queries * self._q_byte,
+                       c.attn_compute_eff, c.attn_memory_eff)
+
+    # ---- whole step -----------------------------------------------------------------------
+    def dense_time(self, tokens: int) -> float:
+        """All layers' token-count-dependent work, embedding and TP all-reduces (cached)."""
+        t = self._dense_cache.get(tokens)
+        if t is None:
+            m = self.model
+            per_layer = sum(self.dense_ops(tokens).values())
+            per_layer += 2 * self.all_reduce(tokens * m.hidden_size * m.dtype_bytes)
+            emb = self.elementwise(2 * tokens * m.hidden_size * m.dtype_bytes)
+            t = m.num_layers * per_layer + emb
+            self._dense_cache[tokens] = t
+        return t
+
+    def head_time(self, sampled: int) -> float:
+        """LM head time (cached by number of sampled positions)."""
+        t = self._head_cache.get(sampled)
+        if t is None:
+            t = self._head_cache[sampled] = self.lm_head(sampled)
+        return t
+
+    def step_time(self, shape: StepShape) -> float:
+        """Seconds of one GPU step of this shape."""
+        prefills, decodes = shape.prefills, shape.decodes
+        nd = len(decodes)
+        drafts = sum(map(_second, decodes)) if nd else 0
+        prefill_tokens = sum(map(_first, prefills)) if prefills else 0
+        tokens = prefill_tokens + nd + drafts
+        if tokens == 0:
+            return 0.0
+        attn = self._prefill_attention(prefills) + self._decode_attention(decodes, drafts)
+        return (self.dense_time(tokens) + self.model.num_layers * attn
+                + self.head_time(len(prefills) + nd + drafts))
+
+    def breakdown(self, shape: StepShape) -> dict[str, float]:
+        """Seconds per operator for the whole step (sums to step_time)."""
+        tokens = shape.num_tokens
+        if tokens == 0:
+            return {}
+        m = self.model
+        layers = m.num_layers
+        out = {k: layers * v for k, v in self.dense_ops(tokens).items()}
+        pre, dec = self.attention(shape)
+        out["attn_prefill"], out["attn_decode"] = layers * pre, layers * dec
+        out["all_reduce"] = layers * 2 * self.all_reduce(tokens * m.hidden_size * m.dtype_bytes)
+        out["emb"] = self.elementwise(2 * tokens * m.hidden_size * m.dtype_bytes)
+        sampled = len(shape.prefills) + tokens - sum(n for n, _ in shape.prefills)
+        out["lm_head"] = self.head_time(sampled)
+        return out
+
+    def describe(self) -> dict:
+        """Model kind, specs and the efficiency factors used."""
+        return {"kind": self.name, "model": self.model.name, "gpu": self.gpu.name, "tp": self.tp,
+                "roofline": asdict(self.config)}
