@@ -1,0 +1,74 @@
+"""The output directory of one run: parquet tables, summary.json, config.json and the PNG plots."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+# Files every `schedsim run` output directory holds (plots only without --no-plots).
+TABLE_FILES = ("requests.parquet", "steps.parquet", "timeline.parquet")
+JSON_FILES = ("summary.json", "config.json")
+PLOT_FILES = ("latency_distributions.png", "batch_kv.png", "busy_timeline.png")
+
+
+def _json_default(obj: Any) -> Any:
+    """numpy scalars and other stragglers as plain JSON values."""
+    if hasattr(obj, "item"):
+        return obj.item()
+    return str(obj)
+
+
+def _clean(value: Any) -> Any:
+    """NaN/inf become null: summary.json stays strict JSON that every reader accepts."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Strict, indented JSON."""
+    path.write_text(json.dumps(_clean(data), indent=2, default=_json_default, allow_nan=False) + "\n")
+
+
+def write_run(result: Any, out: Path, plots: bool = True) -> list[Path]:
+    """Write every table as parquet (with its dtypes), the JSONs and the plots; returns the paths."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, table in result.tables().items():
+        path = out / f"{name}.parquet"
+        table.to_parquet(path, index=False)
+        written.append(path)
+    for name, data in (("summary.json", result.summary), ("config.json", result.config)):
+        write_json(out / name, data)
+        written.append(out / name)
+    if plots:
+        from .plots import write_run_plots
+
+        written += write_run_plots(result, out)
+    return written
+
+
+def _fmt(value: Any) -> str:
+    """A summary value for the terminal: ints with separators, floats to 4 significant digits."""
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return "-" if math.isnan(value) else f"{value:,.4g}"
+    return str(value)
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """The summary as a two-column table, in the summary's own key order."""
+    rows = [(k, _fmt(v)) for k, v in summary.items() if not isinstance(v, (dict, list))]
+    width = max((len(k) for k, _ in rows), default=0)
+    rule = "-" * (width + 16)
+    return "\n".join([rule, *(f"{k:<{width}}  {v:>14}" for k, v in rows), rule])
