@@ -12,3 +12,4 @@ from .request import Request, RequestStatus
 __all__ = ["Executor", "Policy", "PolicyInfo", "Request", "RequestOutput", "RequestStatus",
            "SchedulerConfig", "StepPlan", "StepResult", "get_policy_info", "list_policies",
            "make_policy", "register_policy"]
+from . import vllm as vllm  # noqa: E402  (registers "vllm" and "vllm-async")

@@ -1,0 +1,94 @@
+"""update_from_output of the vLLM policies: settle a finished step's tokens, drafts and stops."""
+
+from __future__ import annotations
+
+from ..plan import RequestOutput, StepPlan, StepResult
+from ..request import Request, RequestStatus
+
+
+def check_stop(request: Request, max_model_len: int) -> bool:
+    """vLLM's check_stop on the last appended token: EOS, stop tokens, then length caps."""
+    last = request.output_token_ids[-1]
+    if not request.ignore_eos and last == request.eos_token_id:
+        request.status = RequestStatus.FINISHED_STOPPED
+        return True
+    if last in request.stop_token_ids:
+        request.status = RequestStatus.FINISHED_STOPPED
+        request.stop_reason = last
+        return True
+    if request.num_tokens >= max_model_len or len(request.output_token_ids) >= request.max_tokens:
+        request.status = RequestStatus.FINISHED_LENGTH_CAPPED
+        return True
+    return False
+
+
+class OutputMixin:
+    """Folds a StepResult back into the requests (vLLM's Scheduler.update_from_output)."""
+
+    def update_from_output(self, plan: StepPlan, result: StepResult) -> list[RequestOutput]:
+        """Apply the result of `plan`; stale output of preempted requests is delivered, not counted."""
+        if self.config.defer_block_free and plan.total_num_scheduled_tokens > 0:
+            self.kv.end_step()
+        requests = self.requests
+        sampled = result.sampled_token_ids
+        outputs: list[RequestOutput] = []
+        stopped_running: set[Request] = set()
+        stopped_waiting: set[Request] = set()
+        for rid, n in plan.num_scheduled_tokens.items():
+            request = requests.get(rid)
+            if request is None:
+                continue  # finished (aborted) while the step was in flight
+            request.num_in_flight_tokens -= n
+            stale = request.num_stale_output_tokens > 0
+            if stale:
+                request.num_stale_output_tokens -= n
+                assert request.num_stale_output_tokens >= 0
+            generated = sampled.get(rid)
+            if not generated:
+                continue  # a prefill chunk: nothing to deliver
+            spec = plan.spec_decode_tokens.get(rid)
+            if spec and not stale:
+                rejected = len(spec) - max(len(generated) - 1, 0)
+                if request.num_computed_tokens > 0:
+                    request.num_computed_tokens -= rejected
+                if request.num_output_placeholders > 0:
+                    request.num_output_placeholders -= rejected
+            status_before = request.status
+            had_placeholders = request.num_output_placeholders > 0
+            new_ids, stopped = self._append_outputs(request, list(generated), stale)
+            if (not stale and status_before == RequestStatus.RUNNING
+                    and (had_placeholders or self.num_spec_tokens > 0)):
+                self.kv.cache_blocks(request, request.num_computed_tokens - request.num_in_flight_tokens)
+            if stopped:
+                outputs.append(RequestOutput(rid, new_ids, request.status, stale))
+                self._free_request(request)
+                (stopped_running if status_before == RequestStatus.RUNNING
+                 else stopped_waiting).add(request)
+            else:
+                outputs.append(RequestOutput(rid, new_ids, None, stale))
+        if stopped_running:
+            self.running = [r for r in self.running if r not in stopped_running]
+        if stopped_waiting:
+            self.waiting.remove_many(stopped_waiting)
+        return outputs
+
+    def _append_outputs(self, request: Request, new_ids: list[int], stale: bool) -> tuple[list[int], bool]:
+        """Append tokens one by one, stopping (and trimming) at the first stop condition."""
+        num_returned = len(new_ids)
+        outs = request.output_token_ids
+        max_model_len = self.config.max_model_len
+        stopped = False
+        for i, tok in enumerate(new_ids, 1):
+            outs.append(tok)
+            if check_stop(request, max_model_len):
+                stopped = True
+                trimmed = num_returned - i
+                if not stale:
+                    request.num_computed_tokens -= trimmed
+                request.num_truncated_tokens += trimmed
+                del new_ids[i:]
+                break
+        if not stale and request.num_output_placeholders > 0:
+            request.num_output_placeholders -= num_returned
+            assert request.num_output_placeholders >= 0, f"{request.request_id}: placeholders < 0"
+        return new_ids, stopped
