@@ -74,11 +74,11 @@ def plot_batch_and_kv(steps: pd.DataFrame, path: Path | None = None) -> Figure:
         ax2.plot(s["start"], s["num_prefill_reqs"], drawstyle="steps-post", label="prefill requests")
         ax2.plot(s["start"], s["num_waiting"], drawstyle="steps-post", label="waiting", alpha=0.6)
         ax3.plot(s["start"], s["kv_usage"] * 100, color="tab:red", drawstyle="steps-post")
+        ax1.legend(loc="upper right")
+        ax2.legend(loc="upper right")
     ax1.set(ylabel="tokens per step", title="Batch composition over time")
     ax2.set(ylabel="requests")
     ax3.set(ylabel="KV usage (%)", xlabel="simulated time (s)", ylim=(0, 105))
-    for ax in (ax1, ax2):
-        ax.legend(loc="upper right")
     return _save(fig, path)
 
 
