@@ -13,3 +13,4 @@ __all__ = ["Executor", "Policy", "PolicyInfo", "Request", "RequestOutput", "Requ
            "SchedulerConfig", "StepPlan", "StepResult", "get_policy_info", "list_policies",
            "make_policy", "register_policy"]
 from . import vllm as vllm  # noqa: E402  (registers "vllm" and "vllm-async")
+from . import trtllm as trtllm  # noqa: E402  (registers "trtllm:<capacity policy>")

@@ -1,0 +1,47 @@
+"""TensorRT-LLM's two-level scheduler (capacity scheduler + micro-batch scheduler) as schedsim policies.
+
+Registered names: trtllm:max-requests, trtllm:guaranteed-no-evict, trtllm:static-batch,
+trtllm:max-utilization; options (chunking_policy, chunk_unit_size, enable_prefix_aware_scheduling,
+two_step_lookahead, max_batch_size, max_num_tokens, max_input_len, ...) live in TrtllmConfig.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..interface import register_policy
+from .capacity import CapacityResult, CapacityScheduler, CapacitySchedulerPolicy, PeftBudget
+from .chunking import ChunkingPolicy, reuse_adjusted_compute, set_ctx_requests_chunk_size
+from .config import TrtllmConfig
+from .kv_accounting import KvAccounting, PrefixReuseSummary
+from .micro_batch import ContextChunkingConfig, MicroBatch, MicroBatchScheduler
+from .pause import pause
+from .policy import TrtllmPolicy, TrtllmStats
+from .state import CAPACITY_WINDOW, MICRO_BATCH_WINDOW, LlmRequest, LlmRequestState
+
+_DESCRIPTIONS = {
+    CapacitySchedulerPolicy.MAX_REQUESTS: "TensorRT-LLM, request-count cap only (no KV admission check)",
+    CapacitySchedulerPolicy.GUARANTEED_NO_EVICT: "TensorRT-LLM, reserve KV to completion, never pause",
+    CapacitySchedulerPolicy.STATIC_BATCH: "TensorRT-LLM, no-evict admitting only into an empty batch",
+    CapacitySchedulerPolicy.MAX_UTILIZATION: "TensorRT-LLM, reserve next-step KV, pause and recompute",
+}
+
+
+def _factory(policy: CapacitySchedulerPolicy) -> Callable[[TrtllmConfig], TrtllmPolicy]:
+    """Bind a capacity policy to the shared adapter."""
+
+    def make(config: TrtllmConfig) -> TrtllmPolicy:
+        return TrtllmPolicy(config, policy)
+
+    make.__name__ = f"make_trtllm_{policy.name.lower()}"
+    return make
+
+
+for _policy, _description in _DESCRIPTIONS.items():
+    register_policy(f"trtllm:{_policy.value}", _description, TrtllmConfig)(_factory(_policy))
+
+__all__ = ["CAPACITY_WINDOW", "MICRO_BATCH_WINDOW", "CapacityResult", "CapacityScheduler",
+           "CapacitySchedulerPolicy", "ChunkingPolicy", "ContextChunkingConfig", "KvAccounting",
+           "LlmRequest", "LlmRequestState", "MicroBatch", "MicroBatchScheduler", "PeftBudget",
+           "PrefixReuseSummary", "TrtllmConfig", "TrtllmPolicy", "TrtllmStats", "pause",
+           "reuse_adjusted_compute", "set_ctx_requests_chunk_size"]

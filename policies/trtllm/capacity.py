@@ -1,0 +1,192 @@
+"""Level 1, the capacity scheduler: who may hold KV and run at all this step, and whom to pause."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+from .kv_accounting import KvAccounting, MaxUtilizationScheduledBlocks, NoEvictScheduledBlocks
+from .prefix_aware import PrefixSkipper
+from .state import CAPACITY_WINDOW, LlmRequest
+
+
+class CapacitySchedulerPolicy(Enum):
+    """CapacitySchedulerPolicy plus the no-KV-manager fallback, by user-facing names."""
+
+    MAX_REQUESTS = "max-requests"
+    GUARANTEED_NO_EVICT = "guaranteed-no-evict"
+    STATIC_BATCH = "static-batch"
+    MAX_UTILIZATION = "max-utilization"
+
+
+@dataclass(frozen=True, slots=True)
+class PeftBudget:
+    """LoRA adapter pages: each adapter new to this round claims its pages once (uniqTaskIds)."""
+
+    max_pages: int
+    pages_per_adapter: int
+
+    def __post_init__(self) -> None:
+        """Negative budgets are meaningless."""
+        if self.max_pages < 0 or self.pages_per_adapter < 0:
+            raise ValueError(f"PeftBudget: max_pages ({self.max_pages}) and pages_per_adapter "
+                             f"({self.pages_per_adapter}) must be >= 0")
+
+
+@dataclass(slots=True)
+class _PeftRound:
+    """Pages claimed so far this round."""
+
+    budget: PeftBudget | None
+    claimed: int = 0
+    seen: set[int] = field(default_factory=set)
+
+    def needed(self, req: LlmRequest) -> int:
+        """Pages this request would add (0 without LoRA or for an adapter already claimed)."""
+        tid = req.lora_task_id
+        if self.budget is None or tid is None or tid in self.seen:
+            return 0
+        return self.budget.pages_per_adapter
+
+    def fits(self, req: LlmRequest) -> bool:
+        """Would its adapter's pages fit."""
+        return self.budget is None or self.claimed + self.needed(req) <= self.budget.max_pages
+
+    def claim(self, req: LlmRequest) -> None:
+        """Commit the request's adapter pages."""
+        self.claimed += self.needed(req)
+        if req.lora_task_id is not None:
+            self.seen.add(req.lora_task_id)
+
+
+@dataclass(slots=True)
+class CapacityResult:
+    """(fitting, paused) plus how many first-chunk contexts prefix-aware skipping deferred."""
+
+    fitting: list[LlmRequest]
+    paused: list[LlmRequest]
+    num_prefix_skipped: int = 0
+
+
+class CapacityScheduler:
+    """Dispatches to one policy; no KV accounting means max-requests, as in TensorRT-LLM."""
+
+    def __init__(self, policy: CapacitySchedulerPolicy, max_num_requests: int, acct: KvAccounting | None,
+                 *, two_steps_look_ahead: bool = False, prefix_aware: bool = True,
+                 variable_window: bool = False, peft: PeftBudget | None = None) -> None:
+        """Validate the count cap; prefix awareness needs block reuse and a fixed attention window."""
+        if max_num_requests < 1:
+            raise ValueError(f"CapacityScheduler.max_num_requests must be >= 1, got {max_num_requests}")
+        self.policy = policy if acct is not None else CapacitySchedulerPolicy.MAX_REQUESTS
+        self.max_num_requests = max_num_requests
+        self.acct = acct
+        self.two_steps = two_steps_look_ahead
+        self.prefix_aware = prefix_aware and not variable_window
+        self.peft = peft
+
+    def schedule(self, active: Sequence[LlmRequest]) -> CapacityResult:
+        """Run the configured policy over the active requests in their order."""
+        if self.policy is CapacitySchedulerPolicy.MAX_REQUESTS:
+            return self._max_requests(active)
+        if self.policy is CapacitySchedulerPolicy.MAX_UTILIZATION:
+            return self._max_utilization(active)
+        return self._guaranteed_no_evict(active, self.policy is CapacitySchedulerPolicy.STATIC_BATCH)
+
+    def _max_requests(self, active: Sequence[LlmRequest]) -> CapacityResult:
+        """Count cap only; never pauses, never looks at KV."""
+        fitting: list[LlmRequest] = []
+        for req in active:
+            if not CAPACITY_WINDOW.admits(req.state):
+                continue
+            if len(fitting) >= self.max_num_requests:
+                break
+            if req.is_context_init_state or req.is_generation_in_progress_state:
+                fitting.append(req)
+        return CapacityResult(fitting, [])
+
+    def _guaranteed_no_evict(self, active: Sequence[LlmRequest], static: bool) -> CapacityResult:
+        """Running generations reserve to completion first; then contexts in order until one misses."""
+        assert self.acct is not None
+        reserved = NoEvictScheduledBlocks(self.acct)
+        skipper = PrefixSkipper(self.acct, self.prefix_aware, skipping=not static)
+        skipper.prefill_with_chunked_contexts(active)
+        peft = _PeftRound(self.peft)
+        fitting: list[LlmRequest] = []
+        pending: list[LlmRequest] = []
+        for req in active:
+            if not CAPACITY_WINDOW.admits(req.state):
+                continue
+            if len(fitting) >= self.max_num_requests:
+                break
+            if req.is_generation_in_progress_state:
+                fitting.append(req)
+                reserved.enough_available_blocks(req)
+                reserved.commit_blocks()
+                peft.claim(req)
+            else:
+                pending.append(req)
+        if not static or not fitting:
+            for req in pending:
+                if skipper.beneficial_to_skip(req):
+                    continue
+                if len(fitting) >= self.max_num_requests:
+                    break
+                if not reserved.enough_available_blocks(req, skipper.summary(req)):
+                    break  # head-of-line: a later (likely longer) request must not jump the queue
+                if not peft.fits(req):
+                    continue  # only adapter pages are short: later requests may still fit
+                peft.claim(req)
+                fitting.append(req)
+                reserved.commit_blocks()
+                skipper.register_contributed_blocks(req)
+        return CapacityResult(fitting, [], skipper.num_skipped)
+
+    @staticmethod
+    def _is_started(req: LlmRequest) -> bool:
+        """Pausing frees something only for a context past its first chunk or a generation."""
+        return CAPACITY_WINDOW.admits(req.state) and (
+            (req.is_context_init_state and not req.is_first_context_chunk)
+            or req.is_generation_in_progress_state)
+
+    def _max_utilization(self, active: Sequence[LlmRequest]) -> CapacityResult:
+        """Reserve next-step blocks; on a miss pause the last started request in [current, end) and retry."""
+        assert self.acct is not None
+        blocks = MaxUtilizationScheduledBlocks(self.acct, self.two_steps)
+        skipper = PrefixSkipper(self.acct, self.prefix_aware, skipping=True)
+        skipper.prefill_with_chunked_contexts(active)
+        peft = _PeftRound(self.peft)
+        fitting: list[LlmRequest] = []
+        paused: list[LlmRequest] = []
+        reqs = list(active)
+        end = len(reqs)
+        i = 0
+        while i < end:
+            req = reqs[i]
+            if not CAPACITY_WINDOW.admits(req.state) or skipper.beneficial_to_skip(req):
+                i += 1
+                continue
+            if self._try_schedule(req, fitting, blocks, peft, skipper):
+                skipper.register_contributed_blocks(req)
+                i += 1
+                continue
+            victim = next((j for j in range(end - 1, i - 1, -1) if self._is_started(reqs[j])), None)
+            if victim is None:
+                break
+            self.acct.scheduling_remove_sequence(reqs[victim])
+            paused.append(reqs[victim])
+            end = victim  # the victim and everything after it are out of this round
+        return CapacityResult(fitting, paused, skipper.num_skipped)
+
+    def _try_schedule(self, req: LlmRequest, fitting: list[LlmRequest], blocks: MaxUtilizationScheduledBlocks,
+                      peft: _PeftRound, skipper: PrefixSkipper) -> bool:
+        """Predict-then-commit: a failed probe leaves no trace, so retries never double-count."""
+        if len(fitting) >= self.max_num_requests:
+            return False
+        total = blocks.prepare_blocks_if_schedulable(req, skipper.summary(req))
+        if total is None or not peft.fits(req):
+            return False
+        peft.claim(req)
+        blocks.update_scheduled_blocks(total)
+        fitting.append(req)
+        return True

@@ -1,0 +1,51 @@
+"""Bookkeeping invariants of the TensorRT-LLM policy (tests and the simulator's checks call them)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..kv_cache import cdiv
+from .state import CAPACITY_WINDOW, LlmRequest
+
+if TYPE_CHECKING:
+    from .policy import TrtllmPolicy
+
+
+def _check_request(policy: TrtllmPolicy, req: LlmRequest) -> None:
+    """One live request: window, folded prompt, cursor, and blocks covering its computed tokens."""
+    request, rid = req.request, req.request_id
+    bs = policy.config.block_size
+    held = len(policy.kv.get_block_ids(rid))
+    assert CAPACITY_WINDOW.admits(req.state), f"{rid}: live request in state {req.state.name}"
+    assert not request.is_finished, f"{rid}: finished request still active"
+    assert req.max_new_tokens >= 1, f"{rid}: max_new_tokens {req.max_new_tokens} < 1"
+    if req.beam_width == 1:
+        assert req.prompt_len + req.max_new_tokens == request.prompt_len + min(
+            request.max_tokens, policy.config.max_model_len - request.prompt_len), \
+            f"{rid}: folding changed prompt + max_new_tokens"
+    in_flight = rid in policy.inflight
+    if req.is_context_init_state:
+        assert request.num_tokens == req.prompt_len, f"{rid}: context request with unfolded outputs"
+        assert 0 <= req.context_current_position <= req.prompt_len, f"{rid}: cursor out of range"
+        if not in_flight:
+            assert request.num_computed_tokens == req.context_current_position, \
+                f"{rid}: num_computed_tokens {request.num_computed_tokens} != cursor"
+            if req.is_first_context_chunk:
+                assert held == 0, f"{rid}: first-chunk context holds {held} blocks before running"
+    elif not in_flight:
+        assert request.num_computed_tokens == request.num_tokens - 1, \
+            f"{rid}: generation request computed {request.num_computed_tokens} of {request.num_tokens}"
+    assert held >= cdiv(request.num_computed_tokens, bs), f"{rid}: computed tokens outside its blocks"
+
+
+def check_policy_invariants(policy: TrtllmPolicy) -> None:
+    """Pool conservation, one table per live request, and every live request's own invariants."""
+    policy.kv.check_invariants()
+    live = {r.request_id for r in policy.active}
+    assert live == set(policy.requests), "active list and request map disagree"
+    assert len(live) == len(policy.active), "a request is queued twice"
+    stray = set(policy.kv.req_to_blocks) - live
+    assert not stray, f"blocks held by finished or unknown requests: {sorted(stray)}"
+    assert set(policy.inflight) <= live, "in-flight ids include dead requests"
+    for req in policy.active:
+        _check_request(policy, req)

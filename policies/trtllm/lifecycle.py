@@ -1,0 +1,50 @@
+"""Folding a step's result into a request: cursor advance, recompute counting, tokens, stop checks."""
+
+from __future__ import annotations
+
+from ..request import Request, RequestStatus
+from .state import LlmRequest, LlmRequestState
+
+
+def count_recomputed(req: LlmRequest, start: int, num_tokens: int) -> int:
+    """Tokens of [start, start + num_tokens) that already had KV before the last pause."""
+    return max(0, min(start + num_tokens, req.recompute_watermark) - start)
+
+
+def advance_context(req: LlmRequest, chunk: int) -> bool:
+    """Move past a computed chunk; returns True when the prompt is done (state -> generation)."""
+    start = req.context_current_position
+    req.request.num_recomputed_tokens += count_recomputed(req, start, chunk)
+    req.context_chunk_size = chunk
+    req.move_to_next_context_chunk()
+    req.request.num_computed_tokens = req.context_current_position
+    if req.context_current_position >= req.prompt_len:
+        req.state = LlmRequestState.GENERATION_IN_PROGRESS
+        return True
+    return False
+
+
+def stop_reason(request: Request, token: int) -> RequestStatus | None:
+    """EOS (unless ignored) or a stop token ends the request as stopped."""
+    if (not request.ignore_eos and request.eos_token_id is not None and token == request.eos_token_id) \
+            or token in request.stop_token_ids:
+        request.stop_reason = token
+        return RequestStatus.FINISHED_STOPPED
+    return None
+
+
+def append_tokens(req: LlmRequest, tokens: list[int], max_model_len: int) -> tuple[list[int],
+                                                                                    RequestStatus | None]:
+    """Append sampled tokens until a stop condition; returns the delivered ones and the finish."""
+    request = req.request
+    delivered: list[int] = []
+    for tok in tokens:
+        request.output_token_ids.append(tok)
+        delivered.append(tok)
+        status = stop_reason(request, tok)
+        if status is None and (req.max_num_generated_tokens >= req.max_new_tokens
+                               or request.num_tokens >= max_model_len):
+            status = RequestStatus.FINISHED_LENGTH_CAPPED
+        if status is not None:
+            return delivered, status
+    return delivered, None

@@ -1,0 +1,178 @@
+"""TensorRT-LLM's request state machine and the per-request scheduling view (LlmRequest)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from ..request import Request
+
+
+class LlmRequestState(IntEnum):
+    """llmRequest.h's states; the values follow chronological order so reaching a state is one `>=`."""
+
+    DISAGG_TRANS_ERROR = -1
+    UNKNOWN = 0
+    ENCODER_INIT = 1
+    DISAGG_CONTEXT_WAIT_SCHEDULER = 7
+    DISAGG_GENERATION_INIT = 8
+    DISAGG_GENERATION_TRANS_IN_PROGRESS = 9
+    CONTEXT_INIT = 10
+    DISAGG_CONTEXT_INIT_AND_TRANS = 11
+    DISAGG_GENERATION_TRANS_COMPLETE = 12
+    GENERATION_IN_PROGRESS = 13
+    GENERATION_TO_COMPLETE = 14
+    GENERATION_COMPLETE = 20
+    DISAGG_CONTEXT_TRANS_IN_PROGRESS = 21
+    DISAGG_CONTEXT_COMPLETE = 22
+    DISAGG_GENERATION_WAIT_TOKENS = 23
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleWindow:
+    """A scheduler sees a request only while no_schedule_until <= state < no_schedule_after."""
+
+    no_schedule_until: LlmRequestState
+    no_schedule_after: LlmRequestState
+
+    def admits(self, state: LlmRequestState) -> bool:
+        """Not reached yet and already past are both skipped: two comparisons."""
+        return state >= self.no_schedule_until and not state >= self.no_schedule_after
+
+
+# Capacity scheduling still counts GENERATION_TO_COMPLETE requests (they hold blocks);
+# the micro-batch scheduler closes one state earlier so a finishing request never re-enters a batch.
+CAPACITY_WINDOW = ScheduleWindow(LlmRequestState.CONTEXT_INIT, LlmRequestState.GENERATION_COMPLETE)
+MICRO_BATCH_WINDOW = ScheduleWindow(LlmRequestState.CONTEXT_INIT, LlmRequestState.GENERATION_TO_COMPLETE)
+
+_GENERATION_STATES = (LlmRequestState.GENERATION_IN_PROGRESS, LlmRequestState.GENERATION_TO_COMPLETE,
+                      LlmRequestState.DISAGG_GENERATION_TRANS_COMPLETE)
+
+
+@dataclass(eq=False, slots=True)
+class LlmRequest:
+    """TensorRT-LLM's view of one request: effective prompt (grows on pause), context cursor, chunk.
+
+    `prompt_len` and `max_new_tokens` are LlmRequest's mPromptLen / mMaxNewTokens: a pause folds the
+    generated tokens into the prompt and shrinks the budget, while `request.prompt_len` (the workload
+    field) never changes.
+    """
+
+    request: Request
+    prompt_len: int
+    max_new_tokens: int
+    state: LlmRequestState = LlmRequestState.CONTEXT_INIT
+    context_current_position: int = 0
+    context_chunk_size: int = 0
+    prepopulated_prompt_len: int = 0
+    estimated_reusable_tokens: int = 0
+    draft_tokens: list[int] = field(default_factory=list)
+    expected_snapshot_points: tuple[int, ...] = ()
+    # True once the request has been handed to the executor at least once since (re)admission.
+    has_run: bool = False
+    # Positions below this had KV before the last pause: computing them again is recompute.
+    recompute_watermark: int = 0
+
+    @classmethod
+    def from_request(cls, request: Request, max_new_tokens: int,
+                     snapshot_points: tuple[int, ...] = ()) -> LlmRequest:
+        """A fresh request starts in CONTEXT_INIT with the whole prompt as its tentative chunk."""
+        return cls(request=request, prompt_len=request.prompt_len, max_new_tokens=max_new_tokens,
+                   context_chunk_size=request.prompt_len, expected_snapshot_points=snapshot_points)
+
+    # ---- identity and workload flags ----
+    @property
+    def request_id(self) -> str:
+        """The workload's id."""
+        return self.request.request_id
+
+    @property
+    def lora_task_id(self) -> int | None:
+        """LoRA adapter id; None sorts first, as C++'s nullopt does."""
+        return self.request.lora_id
+
+    @property
+    def beam_width(self) -> int:
+        """Fixed beam width (getBeamWidthByIter for a non-variable beam schedule)."""
+        return self.request.beam_width
+
+    # ---- state predicates ----
+    def has_reached_state(self, state: LlmRequestState) -> bool:
+        """Chronological enum order makes 'at least this far' a single comparison."""
+        return self.state >= state
+
+    @property
+    def is_context_init_state(self) -> bool:
+        """Still computing its (possibly re-folded) prompt."""
+        return self.state == LlmRequestState.CONTEXT_INIT
+
+    @property
+    def is_generation_in_progress_state(self) -> bool:
+        """Decoding, including the last in-flight step and a finished disagg transfer."""
+        return self.state in _GENERATION_STATES
+
+    @property
+    def is_finished(self) -> bool:
+        """GENERATION_COMPLETE or later."""
+        return self.has_reached_state(LlmRequestState.GENERATION_COMPLETE)
+
+    # ---- context cursor (llmRequest.h chunk helpers) ----
+    @property
+    def context_remaining_length(self) -> int:
+        """Prompt tokens whose KV is not computed yet."""
+        return self.prompt_len - self.context_current_position
+
+    @property
+    def is_first_context_chunk(self) -> bool:
+        """Reused prefix counts as already done, so 'first' means 'at the prepopulated position'."""
+        return self.context_current_position == self.prepopulated_prompt_len
+
+    @property
+    def is_last_context_chunk(self) -> bool:
+        """This chunk reaches the end of the prompt (the step that samples the first token)."""
+        return self.context_current_position + self.context_chunk_size == self.prompt_len
+
+    def set_context_chunk_size(self, size: int) -> None:
+        """Clamped to what remains, as the C++ setter does."""
+        if size < 0:
+            raise ValueError(f"request {self.request_id}: context chunk size must be >= 0, got {size}")
+        self.context_chunk_size = min(size, self.context_remaining_length)
+
+    def move_to_next_context_chunk(self) -> None:
+        """Advance the cursor past the computed chunk."""
+        self.context_current_position += self.context_chunk_size
+        self.context_chunk_size = 0
+
+    def set_prepopulated_prompt_len(self, prepopulated: int, tokens_per_block: int) -> None:
+        """Reuse shifts the chunk window right; a non-last chunk's end is floored to a block boundary."""
+        if not 0 <= prepopulated < self.prompt_len:
+            raise ValueError(f"request {self.request_id}: prepopulated prompt length {prepopulated} "
+                             f"must be in [0, {self.prompt_len})")
+        self.prepopulated_prompt_len = prepopulated
+        if prepopulated == 0:
+            return
+        chunk = self.context_chunk_size
+        if prepopulated + chunk < self.prompt_len:
+            chunk = (prepopulated + chunk) // tokens_per_block * tokens_per_block - prepopulated
+        self.context_current_position = prepopulated
+        self.set_context_chunk_size(max(chunk, 0))
+
+    # ---- generation ----
+    @property
+    def max_num_generated_tokens(self) -> int:
+        """Tokens beyond the effective prompt (getMaxNumGeneratedTokens)."""
+        return self.request.num_tokens - self.prompt_len
+
+    @property
+    def num_draft_tokens(self) -> int:
+        """Drafts attached for the next step."""
+        return len(self.draft_tokens)
+
+    def has_draft_tokens(self) -> bool:
+        """Any drafts attached."""
+        return bool(self.draft_tokens)
+
+    def discard_draft_tokens(self, n: int) -> None:
+        """Drop the last n drafts (they would need another KV block)."""
+        if n > 0:
+            del self.draft_tokens[max(0, len(self.draft_tokens) - n):]

@@ -1,0 +1,72 @@
+"""A tiny synchronous engine loop with a deterministic oracle, for driving TrtllmPolicy in tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from schedsim.policies import Request, StepPlan, StepResult
+from schedsim.policies.trtllm import TrtllmPolicy
+
+EOS = 2
+TOKEN = 7
+
+
+@dataclass
+class RunLog:
+    """What a run did, step by step."""
+
+    plans: list[StepPlan] = field(default_factory=list)
+    finished: dict[str, object] = field(default_factory=dict)
+    max_running: int = 0
+    first_token_step: dict[str, int] = field(default_factory=dict)
+
+
+def make_request(rid: str, prompt_len: int, output_len: int, max_tokens: int | None = None,
+                 hashes: tuple[int, ...] | None = None, **kw) -> Request:
+    """A request whose oracle emits EOS as its `output_len`-th token (stored in `priority`-free kw)."""
+    req = Request(rid, 0.0, prompt_len, max_tokens if max_tokens is not None else output_len,
+                  prompt_block_hashes=hashes, **kw)
+    OUTPUT_LEN[rid] = output_len
+    return req
+
+
+OUTPUT_LEN: dict[str, int] = {}
+
+
+def oracle(policy: TrtllmPolicy, plan: StepPlan) -> StepResult:
+    """Last context chunks and generation steps sample one token: EOS at the trace output length."""
+    result = StepResult(step_id=plan.step_id)
+    for rid, n in plan.num_scheduled_tokens.items():
+        req = policy.requests[rid]
+        if req.is_context_init_state and not (
+                req.context_current_position + n - len(plan.spec_decode_tokens.get(rid, ())) >= req.prompt_len):
+            result.sampled_token_ids[rid] = []
+            continue
+        done = len(req.request.output_token_ids) + req.request.num_truncated_tokens * 0
+        result.sampled_token_ids[rid] = [EOS if done + 1 >= OUTPUT_LEN[rid] else TOKEN]
+    return result
+
+
+def run(policy: TrtllmPolicy, arrivals: list[tuple[int, Request]], max_steps: int = 5000,
+        check: bool = True) -> RunLog:
+    """Add requests at their step, schedule/execute/update until everything finished."""
+    log = RunLog()
+    pending = sorted(arrivals, key=lambda a: a[0])
+    step = 0
+    while (pending or policy.has_requests()) and step < max_steps:
+        while pending and pending[0][0] <= step:
+            policy.add_request(pending.pop(0)[1])
+        plan = policy.schedule()
+        log.plans.append(plan)
+        log.max_running = max(log.max_running, len(plan.num_scheduled_tokens))
+        if check:
+            policy.check_invariants()
+        for out in policy.update_from_output(plan, oracle(policy, plan)):
+            if out.new_token_ids and out.request_id not in log.first_token_step:
+                log.first_token_step[out.request_id] = step
+            if out.finish_reason is not None:
+                log.finished[out.request_id] = out.finish_reason
+        if check:
+            policy.check_invariants()
+        step += 1
+    return log
