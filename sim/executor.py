@@ -1,0 +1,99 @@
+"""The simulated executor: turns a StepPlan into a StepResult (oracle) and a GPU time (latency model).
+
+It implements schedsim.policies.Executor. `launch` does all the work at once (the result depends
+only on the plan and the requests' state at launch); the world decides when the result becomes
+visible. A request counts as a decode when it computes exactly one new token past its prompt
+(plus verified drafts); anything else, including a resumed request recomputing its prompt and
+outputs after preemption, is a prefill chunk.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .latency.base import StepShape
+from .oracle import WorkloadOracle
+from .policies import Request, StepPlan, StepResult
+
+
+@dataclass(slots=True, eq=False)
+class SimStep:
+    """A launched step: its result, modelled GPU time and batch composition."""
+
+    step: int
+    plan: StepPlan
+    result: StepResult
+    gpu_time: float
+    num_prefill_reqs: int = 0
+    num_decode_reqs: int = 0
+    num_prefill_tokens: int = 0
+    num_decode_tokens: int = 0
+    num_spec_tokens: int = 0
+    defer_sampling: bool = False
+    # filled in by the world that runs it
+    start: float = float("nan")
+    end: float = float("nan")
+    world: Any = field(default=None, repr=False)
+
+
+class SimExecutor:
+    """Executor protocol over a workload oracle and a latency model."""
+
+    def __init__(self, oracle: WorkloadOracle, latency_model: Any, propose_drafts: bool = True) -> None:
+        self.oracle = oracle
+        self.latency_model = latency_model
+        self.propose_drafts = propose_drafts
+
+    def launch(self, plan: StepPlan, requests: Mapping[str, Request], step: int = -1,
+               defer_sampling: bool = False) -> SimStep:
+        """Compute the step's sampled tokens and shape now; the world times its completion."""
+        result = StepResult(step_id=plan.step_id)
+        handle = SimStep(step, plan, result, 0.0, defer_sampling=defer_sampling)
+        if not plan.num_scheduled_tokens:
+            return handle
+        shape = StepShape()
+        self._play(plan, requests, result, shape, handle)
+        handle.gpu_time = float(self.latency_model.step_time(shape))
+        return handle
+
+    def collect(self, handle: SimStep) -> StepResult:
+        """The launched step's result."""
+        return handle.result
+
+    def _play(self, plan: StepPlan, requests: Mapping[str, Request], result: StepResult,
+              shape: StepShape, h: SimStep) -> None:
+        """Classify each scheduled request and sample its tokens."""
+        oracle, spec, ctxs = self.oracle, plan.spec_decode_tokens, plan.context_lens
+        sampled, drafts = result.sampled_token_ids, result.draft_token_ids
+        prefills, decodes = shape.prefills, shape.decodes
+        check_kv = bool(oracle._kv_fail)
+        for rid, n in plan.num_scheduled_tokens.items():
+            req = requests[rid]
+            ctx = ctxs[rid]
+            k = len(spec[rid]) if rid in spec else 0
+            new = n - k
+            prompt = req.prompt_len
+            if new == 1 and ctx >= prompt:
+                decodes.append((ctx, k))
+                h.num_decode_tokens += n
+                h.num_spec_tokens += k
+            else:
+                prefills.append((new, ctx))
+                h.num_prefill_tokens += new
+            end = ctx + new
+            if check_kv and oracle.kv_load_fails(rid):
+                result.failed_kv_load_ids.add(rid)
+                sampled[rid] = []
+                continue
+            if end < prompt + len(req.output_token_ids):
+                sampled[rid] = []  # a prefill chunk samples nothing
+                continue
+            index = end - prompt
+            toks = oracle.sample(req, index, k)
+            sampled[rid] = toks
+            if self.propose_drafts and req.num_spec_tokens:
+                drafts[rid] = oracle.propose(req, index + len(toks) - 1)
+        h.num_prefill_reqs = len(prefills)
+        h.num_decode_reqs = len(decodes)

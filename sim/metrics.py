@@ -1,0 +1,192 @@
+"""Metrics recorder: the engine observer and world hooks, writing columnar buffers (no pandas here)."""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .policies import Policy, Request, RequestOutput, RequestStatus, StepPlan, StepResult
+
+NAN = math.nan
+FINISH_NAMES = {RequestStatus.FINISHED_STOPPED: "stop", RequestStatus.FINISHED_LENGTH_CAPPED: "length",
+                RequestStatus.FINISHED_ABORTED: "abort", RequestStatus.FINISHED_IGNORED: "ignored",
+                RequestStatus.FINISHED_ERROR: "error"}
+STEP_FIELDS = ("schedule_time", "start", "end", "gpu_time", "num_prefill_reqs", "num_decode_reqs",
+               "num_prefill_tokens", "num_decode_tokens", "num_spec_tokens", "num_running",
+               "num_waiting", "kv_usage", "num_preempted", "num_paused", "num_finished",
+               "deferred_sampling")
+
+
+class RequestBuffers:
+    """Per-request columns, indexed by the request's position in the workload."""
+
+    def __init__(self, n: int) -> None:
+        self.first_sched = [NAN] * n
+        self.first_token = [NAN] * n
+        self.last_token = [NAN] * n
+        self.finish_time = [NAN] * n
+        self.finish_reason: list[str | None] = [None] * n
+        self.num_out = [0] * n
+        self.cached = [0] * n
+        self.hol = [0.0] * n
+        self.itl_sum = [0.0] * n
+        self.itl_n = [0] * n
+
+
+class MetricsRecorder:
+    """Observes the engine (see engine.EngineObserver) and the world's busy intervals."""
+
+    def __init__(self, policy: Policy, requests: Sequence[Request], clock: Callable[[], float],
+                 record_itl: bool = False) -> None:
+        self.policy = policy
+        self.clock = clock
+        self.requests = list(requests)
+        self.index = {r.request_id: i for i, r in enumerate(self.requests)}
+        self.req = RequestBuffers(len(self.requests))
+        self.itl_gaps = array("d")
+        self.record_itl = record_itl
+        self.itl_rows: tuple[array, array, array] = (array("i"), array("i"), array("d"))
+        self.steps: dict[str, list[Any]] = {k: [] for k in STEP_FIELDS}
+        self.timeline: tuple[list[str], list[str], array, array, array] = (
+            [], [], array("d"), array("d"), array("i"))
+        cfg = policy.config
+        self._seats, self._budget = cfg.max_num_seqs, cfg.max_num_batched_tokens
+        self._chunked = getattr(cfg, "enable_chunked_prefill", True)
+        self._bs, self._usable = cfg.block_size, cfg.num_gpu_blocks - 1
+        self._priority = getattr(cfg, "scheduling_policy", "fcfs") == "priority"
+        self._unscheduled: dict[str, Request] = {}
+        self._preempted: dict[str, None] = {}
+        self._hol_pending: list[int] = []
+        self._hol_since = 0.0
+
+    # ---- world hooks ----
+    def add_interval(self, resource: str, kind: str, start: float, end: float, step: int) -> None:
+        """One busy interval of the CPU or the GPU."""
+        t = self.timeline
+        t[0].append(resource)
+        t[1].append(kind)
+        t[2].append(start)
+        t[3].append(end)
+        t[4].append(step)
+
+    def on_step_done(self, h: Any) -> None:
+        """A launched step finished on the GPU: its composition and times (h is a SimStep)."""
+        s, i = self.steps, h.step
+        s["start"][i], s["end"][i], s["gpu_time"][i] = h.start, h.end, h.gpu_time
+        s["num_prefill_reqs"][i], s["num_decode_reqs"][i] = h.num_prefill_reqs, h.num_decode_reqs
+        s["num_prefill_tokens"][i], s["num_decode_tokens"][i] = h.num_prefill_tokens, h.num_decode_tokens
+        s["num_spec_tokens"][i], s["deferred_sampling"][i] = h.num_spec_tokens, h.defer_sampling
+
+    # ---- engine observer ----
+    def on_add(self, request: Request) -> None:
+        self._unscheduled[request.request_id] = request
+
+    def on_schedule(self, step: int, plan: StepPlan) -> None:
+        now = self.clock()
+        running, waiting = self.policy.get_request_counts()
+        kv = self.policy.kv_usage()
+        s = self.steps
+        assert len(s["schedule_time"]) == step, "steps must be reported in launch order"
+        for name, value in (("schedule_time", now), ("start", NAN), ("end", NAN), ("gpu_time", 0.0),
+                            ("num_running", running), ("num_waiting", waiting), ("kv_usage", kv),
+                            ("num_preempted", len(plan.preempted_req_ids)),
+                            ("num_paused", len(plan.paused_req_ids)), ("num_finished", 0)):
+            s[name].append(value)
+        for name in ("num_prefill_reqs", "num_decode_reqs", "num_prefill_tokens", "num_decode_tokens",
+                     "num_spec_tokens"):
+            s[name].append(0)
+        s["deferred_sampling"].append(False)
+        self._first_schedules(plan, now)
+        self._head_of_line(plan, now, running, kv)
+
+    def on_update(self, step: int, plan: StepPlan, result: StepResult,
+                  outputs: list[RequestOutput]) -> None:
+        now = self.clock()
+        b, index, finished = self.req, self.index, 0
+        for out in outputs:
+            i = index[out.request_id]
+            n = len(out.new_token_ids)
+            if n:
+                if b.num_out[i] == 0:
+                    b.first_token[i] = now
+                else:
+                    gap = now - b.last_token[i]
+                    self.itl_gaps.append(gap)
+                    b.itl_sum[i] += gap
+                    b.itl_n[i] += 1
+                if self.record_itl:
+                    self._itl_rows(i, b.num_out[i], n, now)
+                b.last_token[i] = now
+                b.num_out[i] += n
+            if out.finish_reason is not None:
+                finished += 1
+                self._finish(i, out.request_id, FINISH_NAMES.get(out.finish_reason, "error"), now)
+        self.steps["num_finished"][step] += finished
+
+    def on_abort(self, requests: list[Request]) -> None:
+        now = self.clock()
+        for req in requests:
+            self._finish(self.index[req.request_id], req.request_id, "abort", now)
+
+    # ---- helpers ----
+    def _finish(self, i: int, rid: str, reason: str, now: float) -> None:
+        """Record a request's finish once."""
+        if self.req.finish_reason[i] is None:
+            self.req.finish_reason[i] = reason
+            self.req.finish_time[i] = now
+        self._unscheduled.pop(rid, None)
+        self._preempted.pop(rid, None)
+
+    def _itl_rows(self, i: int, first: int, n: int, now: float) -> None:
+        """Rows of the long per-token table."""
+        ids, pos, times = self.itl_rows
+        for k in range(n):
+            ids.append(i)
+            pos.append(first + k)
+            times.append(now)
+
+    def _first_schedules(self, plan: StepPlan, now: float) -> None:
+        """First-scheduled times and prefix-cache hits of newly admitted requests."""
+        b, index = self.req, self.index
+        for rid in plan.new_req_ids:
+            i = index[rid]
+            if b.first_sched[i] != b.first_sched[i]:  # NaN
+                b.first_sched[i] = now
+                b.cached[i] = plan.context_lens.get(rid, 0)
+            self._unscheduled.pop(rid, None)
+        for rid in plan.resumed_req_ids:
+            self._preempted.pop(rid, None)
+        for rid in plan.preempted_req_ids:
+            self._preempted[rid] = None
+
+    def _head_of_line(self, plan: StepPlan, now: float, running: int, kv: float) -> None:
+        """Charge the time since the last schedule to requests that were HOL-blocked, then re-judge."""
+        hol = self.req.hol
+        dt = now - self._hol_since
+        for i in self._hol_pending:
+            hol[i] += dt
+        self._hol_since = now
+        self._hol_pending = []
+        if not self._unscheduled or plan.preempted_req_ids:
+            return
+        seats = self._seats - running
+        budget = self._budget - plan.total_num_scheduled_tokens
+        if seats <= 0 or budget <= 0:
+            return
+        waiting = list(self._unscheduled.values())
+        if self._priority:
+            waiting.sort(key=lambda r: (r.priority, r.arrival_time))
+        if not self._preempted:
+            waiting = waiting[1:]  # the head itself is the blocker
+        free_tokens = int((1.0 - kv) * self._usable + 1e-9) * self._bs
+        index = self.index
+        for r in waiting:
+            need = r.prompt_len
+            if self._chunked:
+                need = min(need, budget)
+            elif need > budget:
+                continue
+            if need <= free_tokens:
+                self._hol_pending.append(index[r.request_id])

@@ -1,0 +1,106 @@
+"""The workload oracle: plays the model's outputs, deterministically from (seed, request, position).
+
+Rules (the same as the conformance fake model, issue 2 section 7):
+- a step samples a token for a request unless it leaves part of the request's known tokens
+  (prompt + delivered outputs) uncomputed: a prefill chunk samples nothing;
+- the token sampled by a step after which the request has n computed tokens is its output number
+  n - prompt_len + 1 (so sync and async engines emit the same tokens at the same positions);
+- the output number `target_output_tokens` is the request's EOS token; every other position gets a
+  synthetic id in [3, vocab) that is never the EOS id;
+- drafts are accepted one by one with probability `acceptance_rate`, by seeded draws, stopping at
+  the first rejection; accepted drafts carry the tokens of their positions, then the bonus token;
+- the fault plan names requests whose first scheduled step fails to load their KV.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable
+
+from .policies import Request
+
+MASK64 = (1 << 64) - 1
+_INV_2_53 = 1.0 / (1 << 53)
+
+
+def mix64(x: int) -> int:
+    """splitmix64's finaliser: a cheap, well-spread hash of a 64-bit integer."""
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9 & MASK64
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EB & MASK64
+    return x ^ (x >> 31)
+
+
+def request_key(seed: int, request_id: str) -> int:
+    """A per-request 64-bit key independent of Python's randomised str hash."""
+    return mix64((seed * 0x9E3779B97F4A7C15 + zlib.crc32(request_id.encode())) & MASK64)
+
+
+def uniform(key: int) -> float:
+    """A uniform draw in [0, 1) from a key."""
+    return (mix64(key) >> 11) * _INV_2_53
+
+
+class WorkloadOracle:
+    """Knows each request's true output length and answers what the model samples."""
+
+    def __init__(self, seed: int = 0, vocab_size: int = 32000, acceptance_rate: float = 0.7,
+                 kv_load_failures: Iterable[str] = ()) -> None:
+        if vocab_size < 8:
+            raise ValueError(f"WorkloadOracle.vocab_size must be >= 8, got {vocab_size}")
+        if not 0.0 <= acceptance_rate <= 1.0:
+            raise ValueError(f"WorkloadOracle.acceptance_rate must be in [0, 1], got {acceptance_rate}")
+        self.seed = seed
+        self.vocab_size = vocab_size
+        self.acceptance_rate = acceptance_rate
+        self.targets: dict[str, int] = {}
+        self._keys: dict[str, int] = {}
+        self._kv_fail: set[str] = set(kv_load_failures)
+
+    def add(self, request_id: str, target_output_tokens: int) -> None:
+        """Register a request and the number of tokens after which it emits EOS."""
+        if target_output_tokens < 1:
+            raise ValueError(f"request {request_id}: target_output_tokens must be >= 1")
+        self.targets[request_id] = target_output_tokens
+        self._keys[request_id] = request_key(self.seed, request_id)
+
+    def token(self, req: Request, index: int) -> int:
+        """The token at 0-based output position `index` of a request."""
+        eos = req.eos_token_id
+        if eos is not None and not req.ignore_eos and index == self.targets[req.request_id] - 1:
+            return eos
+        tok = 3 + mix64(self._keys[req.request_id] + index * 0x9E3779B97F4A7C15 & MASK64) % (
+            self.vocab_size - 3)
+        if tok == eos or tok in req.stop_token_ids:
+            tok = 3 + (tok - 2) % (self.vocab_size - 3)
+            while tok == eos or tok in req.stop_token_ids:
+                tok = 3 + (tok - 2) % (self.vocab_size - 3)
+        return tok
+
+    def num_accepted(self, request_id: str, index: int, num_drafts: int) -> int:
+        """Drafts accepted when verifying `num_drafts` drafts after output position `index`."""
+        p = self.acceptance_rate
+        if num_drafts == 0 or p <= 0.0:
+            return 0
+        base = (self._keys[request_id] ^ 0x5BD1E995) + index * 0x2545F4914F6CDD1D
+        for i in range(num_drafts):
+            if uniform((base + i) & MASK64) >= p:
+                return i
+        return num_drafts
+
+    def sample(self, req: Request, index: int, num_drafts: int) -> list[int]:
+        """Accepted drafts then the bonus token, starting at output position `index`."""
+        a = self.num_accepted(req.request_id, index, num_drafts) if num_drafts else 0
+        if a == 0:
+            return [self.token(req, index)]
+        return [self.token(req, index + i) for i in range(a + 1)]
+
+    def propose(self, req: Request, index: int) -> list[int]:
+        """Drafts a proposer offers after output position `index` (their values are never checked)."""
+        return [self.token(req, index + 1 + i) for i in range(req.num_spec_tokens)]
+
+    def kv_load_fails(self, request_id: str) -> bool:
+        """True once for a request the fault plan says fails its KV load."""
+        if request_id in self._kv_fail:
+            self._kv_fail.discard(request_id)
+            return True
+        return False

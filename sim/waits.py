@@ -1,0 +1,94 @@
+"""The wait protocol between the engine loop and the world that drives it.
+
+The engine loop (`schedsim.engine.Engine.run`) is a generator. Every value it yields is one of the
+plain dataclasses below; the driver resolves it and sends the answer back with `gen.send(value)`:
+
+| yielded            | the driver does                                            | sends back          |
+|--------------------|------------------------------------------------------------|---------------------|
+| `CpuPhase`         | spends the CPU time of that phase (simulated or real)      | None                |
+| `Launch`           | starts the step on the device without blocking             | a handle (any)      |
+| `Sample`           | lets a launched step with deferred sampling sample now      | None                |
+| `WaitStep`         | blocks until that launched step has finished               | its StepResult      |
+| `PollInputs`       | hands over the inputs that arrived by now, without blocking | Inputs              |
+| `WaitArrival`      | blocks until the next input arrives                        | Inputs, or None (*) |
+
+(*) None means no input will ever arrive again; the loop then ends.
+
+A CpuPhase is yielded right after the work it stands for was done on the (single) engine thread, so
+a real-time driver may simply record the elapsed time since the previous wait; the simulated world
+instead advances its clock by the CPU model's cost. The same yields, in the same order, happen in
+both worlds, so their timelines can be compared row by row. None of these objects is a SimPy or a
+torch object; handles are whatever the driver returned from Launch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .policies import Request, StepPlan
+
+CPU_PHASE_KINDS = ("schedule", "prepare_inputs", "d2h_copy", "update_from_output")
+
+
+@dataclass(slots=True, frozen=True)
+class CpuPhase:
+    """The engine thread did one phase of work for step `step` (kind in CPU_PHASE_KINDS)."""
+
+    kind: str
+    num_reqs: int
+    num_tokens: int
+    step: int = -1
+
+
+@dataclass(slots=True)
+class Launch:
+    """Start computing `plan` (the `step`-th launch); sampling waits for a Sample if deferred."""
+
+    plan: StepPlan
+    requests: Mapping[str, Request]
+    step: int
+    defer_sampling: bool = False
+
+
+@dataclass(slots=True)
+class Sample:
+    """Release the deferred sampling of a launched step (its grammar bitmask is now known)."""
+
+    handle: Any
+
+
+@dataclass(slots=True)
+class WaitStep:
+    """Block until the launched step behind `handle` is done; answered with its StepResult."""
+
+    handle: Any
+
+
+@dataclass(slots=True, frozen=True)
+class PollInputs:
+    """Take the inputs that arrived by now; with aborts_only, new requests stay queued."""
+
+    aborts_only: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class WaitArrival:
+    """Nothing to do: block until the next input (request or abort) arrives."""
+
+
+@dataclass(slots=True)
+class Inputs:
+    """New requests and client aborts, in arrival order."""
+
+    requests: list[Request] = field(default_factory=list)
+    abort_ids: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.requests or self.abort_ids)
+
+
+POLL = PollInputs()
+POLL_ABORTS = PollInputs(aborts_only=True)
+WAIT_ARRIVAL = WaitArrival()

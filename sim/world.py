@@ -1,0 +1,163 @@
+"""The SimPy world: resolves the engine's waits in simulated time.
+
+Two processes share one clock. The engine process runs the engine generator: a CPU phase advances
+the clock by the CPU model's cost, a Launch puts the step on the GPU's queue and returns at once,
+a WaitStep blocks until the GPU process has finished that step. The GPU process takes steps in
+launch order and spends the latency model's time on each; a step with deferred sampling holds
+the GPU after its forward until the engine releases it. So in sync mode the GPU idles while the
+CPU works, and with a batch queue the CPU works while the GPU runs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import simpy
+
+from .engine import Engine
+from .executor import SimExecutor, SimStep
+from .metrics import MetricsRecorder
+from .policies import Request
+from .waits import CpuPhase, Inputs, Launch, PollInputs, Sample, WaitArrival, WaitStep
+
+# event kinds in the input stream
+ARRIVAL, ABORT = 0, 1
+
+
+class InputStream:
+    """Arrivals and client aborts sorted by time; hands out what is due."""
+
+    def __init__(self, arrivals: Sequence[Request], aborts: Sequence[tuple[float, str]]) -> None:
+        events = [(r.arrival_time, ARRIVAL, i, r) for i, r in enumerate(arrivals)]
+        events += [(t, ABORT, i, rid) for i, (t, rid) in enumerate(aborts)]
+        events.sort(key=lambda e: (e[0], e[1], e[2]))
+        self.times = [e[0] for e in events]
+        self.kinds = [e[1] for e in events]
+        self.items = [e[3] for e in events]
+        self.pos = 0
+
+    def next_time(self) -> float | None:
+        """Time of the next input, None when exhausted."""
+        return self.times[self.pos] if self.pos < len(self.times) else None
+
+    def take(self, now: float, aborts_only: bool = False) -> Inputs:
+        """Inputs due by `now`; with aborts_only, requests due are left in the stream."""
+        out = Inputs()
+        times, n = self.times, len(self.times)
+        pos = self.pos
+        while pos < n and times[pos] <= now:
+            if self.kinds[pos] == ABORT:
+                out.abort_ids.append(self.items[pos])
+            elif aborts_only:
+                break  # later aborts stay queued behind this arrival, in order
+            else:
+                out.requests.append(self.items[pos])
+            pos += 1
+        self.pos = pos
+        return out
+
+
+class SimWorld:
+    """Runs one engine against a simulated executor, CPU cost model and clock."""
+
+    def __init__(self, engine: Engine, executor: SimExecutor, cpu_model: Any, inputs: InputStream,
+                 metrics: MetricsRecorder | None = None, until: float | None = None,
+                 on_progress: Callable[[int], None] | None = None) -> None:
+        self.env = simpy.Environment(initial_time=min(0.0, inputs.next_time() or 0.0))
+        self.engine, self.executor, self.cpu_model = engine, executor, cpu_model
+        self.inputs, self.metrics, self.until = inputs, metrics, until
+        self.on_progress = on_progress
+        self._gpu_queue = simpy.Store(self.env)
+        self.finished = False
+
+    def clock(self) -> float:
+        """Current simulated time (for the metrics recorder)."""
+        return self.env.now
+
+    def run(self) -> None:
+        """Run until the engine loop ends (or `until`)."""
+        self.env.process(self._gpu())
+        proc = self.env.process(self._drive())
+        self.env.run(until=proc if self.until is None else min_event(self.env, proc, self.until))
+
+    def _drive(self) -> Any:
+        """Feed the engine generator the answers to its waits."""
+        env, gen, metrics, phase_time = self.env, self.engine.run(), self.metrics, self.cpu_model.phase_time
+        value: Any = None
+        while True:
+            try:
+                wait = gen.send(value)
+            except StopIteration:
+                self.finished = True
+                return
+            value = None
+            kind = type(wait)
+            if kind is CpuPhase:
+                dt = phase_time(wait.kind, wait.num_reqs, wait.num_tokens)
+                if dt > 0:
+                    start = env.now
+                    yield env.timeout(dt)
+                    if metrics is not None:
+                        metrics.add_interval("cpu", wait.kind, start, env.now, wait.step)
+            elif kind is Launch:
+                value = self._launch(wait)
+            elif kind is WaitStep:
+                h: SimStep = wait.handle
+                if not h.world[0].triggered:
+                    yield h.world[0]
+                value = h.result
+            elif kind is PollInputs:
+                value = self.inputs.take(env.now, wait.aborts_only)
+            elif kind is Sample:
+                wait.handle.world[1].succeed()
+            elif kind is WaitArrival:
+                value = yield from self._wait_arrival()
+            else:
+                raise TypeError(f"engine yielded an unknown wait {wait!r}")
+
+    def _wait_arrival(self) -> Any:
+        """Sleep until the next input; None when the stream is exhausted."""
+        t = self.inputs.next_time()
+        if t is None:
+            return None
+        if t > self.env.now:
+            yield self.env.timeout(t - self.env.now)
+        return self.inputs.take(self.env.now)
+
+    def _launch(self, wait: Launch) -> SimStep:
+        """Compute the step now; the GPU process decides when it completes."""
+        h = self.executor.launch(wait.plan, wait.requests, wait.step, wait.defer_sampling)
+        sample = self.env.event()
+        if not wait.defer_sampling:
+            sample.succeed()
+        h.world = (self.env.event(), sample)
+        self._gpu_queue.put(h)
+        if self.on_progress is not None:
+            self.on_progress(wait.step)
+        return h
+
+    def _gpu(self) -> Any:
+        """The device: one step at a time, in launch order."""
+        env, metrics, queue = self.env, self.metrics, self._gpu_queue
+        while True:
+            h: SimStep = yield queue.get()
+            h.start = env.now
+            if h.gpu_time > 0:
+                yield env.timeout(h.gpu_time)
+                if metrics is not None:
+                    metrics.add_interval("gpu", "forward", h.start, env.now, h.step)
+            done, sample = h.world
+            if not sample.triggered:
+                yield sample
+            h.end = env.now
+            if metrics is not None:
+                metrics.on_step_done(h)
+            done.succeed()
+
+
+def min_event(env: simpy.Environment, proc: Any, until: float) -> Any:
+    """An event firing when `proc` ends or at time `until`, whichever is first."""
+    stop = env.timeout(max(0.0, until - env.now))
+    return env.any_of([proc, stop]) if not math.isinf(until) else proc
