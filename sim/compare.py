@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,26 +75,39 @@ def make_variants(base: Any, policies: Sequence[str], files: Sequence[Path]) -> 
     return variants
 
 
-def compare_configs(variants: Sequence[tuple[str, Any]], out: Path | None = None,
-                    progress: bool = True, plots: bool = True) -> pd.DataFrame:
-    """Simulate each variant; returns one tidy row per variant (and writes tables and plots)."""
+def run_variants(variants: Sequence[tuple[str, Any]], progress: bool = True) -> dict[str, Any]:
+    """Simulate each (label, RunConfig) on one loaded copy of its trace; RunResults by label."""
     from tqdm.auto import tqdm
 
+    from .simulate import simulate
+    from .traces import load_workload
+
+    traces: dict[str, pd.DataFrame] = {}
+    results = {}
+    for label, config in tqdm(variants, desc="compare", disable=not progress, unit="run"):
+        if config.trace not in traces:  # max_requests and rate are applied by simulate()
+            traces[config.trace] = load_workload(config.trace)
+        results[label] = simulate(config, workload=traces[config.trace], progress=False)
+    return results
+
+
+def compare_table(results: Mapping[str, Any]) -> pd.DataFrame:
+    """One tidy row per variant: label, policy and every metric of the side-by-side table."""
+    return pd.DataFrame([{"label": label, "policy": r.config.get("policy"),
+                          **derived_metrics(r.summary, r.requests)} for label, r in results.items()])
+
+
+def compare_configs(variants: Sequence[tuple[str, Any]], out: Path | None = None,
+                    progress: bool = True, plots: bool = True) -> pd.DataFrame:
+    """Simulate each variant; write per-variant tables, compare.parquet and the overlaid plots."""
     from .outputs import write_run
     from .plots_compare import plot_compare
-    from .simulate import simulate
 
-    rows, results = [], {}
-    for label, config in tqdm(variants, desc="compare", disable=not progress, unit="run"):
-        result = simulate(config, progress=False)
-        results[label] = result
-        rows.append({"label": label, "policy": getattr(config, "policy", None),
-                     **derived_metrics(result.summary, result.requests)})
-        if out is not None:
-            write_run(result, out / label, plots=False)
-    table = pd.DataFrame(rows)
+    results = run_variants(variants, progress)
+    table = compare_table(results)
     if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
+        for label, result in results.items():
+            write_run(result, out / label, plots=False)
         table.to_parquet(out / "compare.parquet", index=False)
         if plots:
             plot_compare(results, out)

@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 
 MAX_BINS = 300        # time bins for rates over time (keeps the PNGs readable for long traces)
 MAX_POINTS = 20_000   # points per line before down-sampling
-TIMELINE_STEPS = 40   # steps shown interval by interval in the busy timeline's zoomed panel
+TIMELINE_STEPS = 8    # steps shown interval by interval in the busy timeline's zoomed panel
 KIND_COLORS = {"schedule": "tab:blue", "prepare_inputs": "tab:cyan", "d2h_copy": "tab:purple",
                "update_from_output": "tab:olive", "forward": "tab:green", "sample": "tab:red"}
 
@@ -47,7 +47,7 @@ def rate_over_time(times: pd.Series, weights: pd.Series | None,
 
 def plot_latency_distributions(requests: pd.DataFrame, path: Path | None = None) -> Figure:
     """Histograms of TTFT and TPOT with median and p99 marked: where the tail sits."""
-    fig = Figure(figsize=(11, 4))
+    fig = Figure(figsize=(11, 4), layout="constrained")
     for ax, col, name in zip(fig.subplots(1, 2), ("ttft", "tpot"), ("TTFT", "TPOT"), strict=True):
         ms = requests[col].dropna() * 1e3
         if len(ms):
@@ -63,22 +63,25 @@ def plot_latency_distributions(requests: pd.DataFrame, path: Path | None = None)
 
 
 def plot_batch_and_kv(steps: pd.DataFrame, path: Path | None = None) -> Figure:
-    """Tokens per step by kind, requests per step, and KV usage over simulated time."""
-    fig = Figure(figsize=(11, 8))
+    """Prefill vs decode token rate, requests per step, and KV usage over simulated time."""
+    fig = Figure(figsize=(11, 8), layout="constrained")
     ax1, ax2, ax3 = fig.subplots(3, 1, sharex=True)
-    s = _thin(steps)
-    if len(s):
-        ax1.stackplot(s["start"], s["num_prefill_tokens"], s["num_decode_tokens"],
-                      labels=["prefill tokens", "decode tokens"], alpha=0.8, step="post")
+    if len(steps):
+        t_end = float(steps["end"].max())
+        x, pre = rate_over_time(steps["end"], steps["num_prefill_tokens"], t_end)
+        _, dec = rate_over_time(steps["end"], steps["num_decode_tokens"], t_end)
+        ax1.stackplot(x, pre, dec, labels=["prefill tokens/s", "decode tokens/s"], alpha=0.8)
+        s = _thin(steps)
         ax2.plot(s["start"], s["num_decode_reqs"], drawstyle="steps-post", label="decode requests")
         ax2.plot(s["start"], s["num_prefill_reqs"], drawstyle="steps-post", label="prefill requests")
         ax2.plot(s["start"], s["num_waiting"], drawstyle="steps-post", label="waiting", alpha=0.6)
         ax3.plot(s["start"], s["kv_usage"] * 100, color="tab:red", drawstyle="steps-post")
         ax1.legend(loc="upper right")
         ax2.legend(loc="upper right")
-    ax1.set(ylabel="tokens per step", title="Batch composition over time")
-    ax2.set(ylabel="requests")
-    ax3.set(ylabel="KV usage (%)", xlabel="simulated time (s)", ylim=(0, 105))
+    ax1.set(ylabel="tokens/s", title="Batch composition over time")
+    ax2.set(ylabel="requests per step")
+    ax3.set(ylabel="KV usage (%)", xlabel="simulated time (s)")
+    ax3.set_ylim(bottom=0)
     return _save(fig, path)
 
 
@@ -96,13 +99,16 @@ def _broken_bars(ax: Any, timeline: pd.DataFrame, t0: float, t1: float) -> None:
 
 
 def plot_busy_timeline(timeline: pd.DataFrame, path: Path | None = None) -> Figure:
-    """A zoom on the first steps' CPU/GPU intervals, and the busy fraction of each over the run."""
-    fig = Figure(figsize=(11, 7))
+    """A zoom on a few steps' CPU/GPU intervals, and the busy fraction of each over the run."""
+    fig = Figure(figsize=(11, 7), layout="constrained")
     ax1, ax2 = fig.subplots(2, 1)
+    first = 0
     if len(timeline):
-        steps = timeline.loc[timeline["step"] >= 0, "step"]
-        last = steps.drop_duplicates().nsmallest(TIMELINE_STEPS).max() if len(steps) else None
-        zoom = timeline if last is None else timeline[timeline["step"] <= last]
+        ids = np.sort(timeline.loc[timeline["step"] >= 0, "step"].unique())
+        # Zoom on steps from the middle of the run: past the warm-up, where the overlap is typical.
+        first = int(ids[max(0, len(ids) // 2 - TIMELINE_STEPS // 2)]) if len(ids) else 0
+        window = ids[(ids >= first)][:TIMELINE_STEPS]
+        zoom = timeline[timeline["step"].isin(window)] if len(window) else timeline
         _broken_bars(ax1, timeline, float(zoom["start"].min()), float(zoom["end"].max()))
         t_end = float(timeline["end"].max())
         for resource in ("gpu", "cpu"):
@@ -110,7 +116,7 @@ def plot_busy_timeline(timeline: pd.DataFrame, path: Path | None = None) -> Figu
             x, busy = _busy_fraction(part, t_end)
             ax2.plot(x, busy * 100, label=resource.upper())
         ax2.legend()
-    ax1.set_title(f"CPU/GPU busy intervals, first {TIMELINE_STEPS} steps")
+    ax1.set_title(f"CPU/GPU busy intervals of {TIMELINE_STEPS} steps from step {first}")
     ax2.set(xlabel="simulated time (s)", ylabel="busy (%)", ylim=(0, 105), title="Busy fraction over time")
     return _save(fig, path)
 

@@ -22,7 +22,7 @@ def _cdf(ax: Any, values: pd.Series, label: str) -> None:
 
 def plot_latency_cdfs(results: Mapping[str, Any], path: Path | None = None) -> Figure:
     """TTFT and TPOT CDFs of every variant on shared axes: the tail difference at a glance."""
-    fig = Figure(figsize=(11, 4))
+    fig = Figure(figsize=(11, 4), layout="constrained")
     axes = fig.subplots(1, 2)
     for label, result in results.items():
         for ax, col in zip(axes, ("ttft", "tpot"), strict=True):
@@ -37,7 +37,7 @@ def plot_latency_cdfs(results: Mapping[str, Any], path: Path | None = None) -> F
 
 def plot_over_time(results: Mapping[str, Any], path: Path | None = None) -> Figure:
     """Token throughput, finished requests per second and KV usage over time, one line per variant."""
-    fig = Figure(figsize=(11, 9))
+    fig = Figure(figsize=(11, 9), layout="constrained")
     ax1, ax2, ax3 = fig.subplots(3, 1, sharex=True)
     t_end = max((float(r.steps["end"].max()) for r in results.values() if len(r.steps)), default=1.0)
     for label, r in results.items():
@@ -68,7 +68,7 @@ def plot_compare(results: Mapping[str, Any], out: Path) -> list[Path]:
 def plot_metric_vs_knob(table: pd.DataFrame, x: str, metric: str, group_by: Sequence[str],
                         path: Path | None = None) -> Figure:
     """One metric against the swept knob, one line per policy (and per other swept knob)."""
-    fig = Figure(figsize=(7, 4.5))
+    fig = Figure(figsize=(7, 4.5), layout="constrained")
     ax = fig.subplots()
     groups = [g for g in group_by if g in table.columns and g != x]
     parts = table.groupby(groups, sort=True, dropna=False) if groups else [("all", table)]
