@@ -14,3 +14,5 @@ __all__ = ["Executor", "Policy", "PolicyInfo", "Request", "RequestOutput", "Requ
            "make_policy", "register_policy"]
 from . import vllm as vllm  # noqa: E402  (registers "vllm" and "vllm-async")
 from . import trtllm as trtllm  # noqa: E402  (registers "trtllm:<capacity policy>")
+from . import sglang as sglang  # noqa: E402  (registers "sglang-overlap")
+from . import baselines as baselines  # noqa: E402  (registers "orca", "sarathi", "static")

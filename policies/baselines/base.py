@@ -1,0 +1,269 @@
+"""Bookkeeping shared by the baselines and SGLang's overlap policy: queues, stop checks, KV frees.
+
+Each policy only decides *what* to run (`schedule`); this base owns the request table, the
+waiting/running queues, the optimistic `num_computed_tokens` advance at schedule time (vLLM's
+`_update_after_schedule`, with output placeholders when more than one batch is in flight), the
+stop checks applied to sampled tokens, and the KV frees on finish or abort.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable, Mapping
+
+from ..config import SchedulerConfig
+from ..kv_cache import KVCacheManager, cdiv
+from ..plan import RequestOutput, StepPlan, StepResult
+from ..request import Request, RequestStatus
+
+
+class BasePolicy:
+    """The Policy protocol's plumbing; subclasses implement `_schedule_into(plan)`."""
+
+    max_concurrent_batches: int = 1
+    clip_max_new_to_pool: bool = False
+
+    def __init__(self, config: SchedulerConfig, watermark: float = 0.0) -> None:
+        if config.num_spec_tokens:
+            raise ValueError(f"{type(config).__name__}.num_spec_tokens: speculative decoding is not "
+                             f"modelled by {type(self).__name__}, got {config.num_spec_tokens}")
+        self.config = config
+        self.kv = KVCacheManager(config.num_gpu_blocks, config.block_size, config.max_model_len,
+                                 enable_caching=config.enable_prefix_caching, watermark=watermark)
+        self.requests: dict[str, Request] = {}
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.finished_req_ids: list[str] = []
+        self.preempted_req_ids: list[str] = []
+        self.step_id = 0
+
+    # ---- intake ----
+    def add_request(self, request: Request) -> None:
+        """Queue a new request, rejecting ones that could never run with a named field."""
+        rid = request.request_id
+        if rid in self.requests:
+            raise ValueError(f"request {rid}: request_id already queued")
+        if request.status != RequestStatus.WAITING or request.num_computed_tokens:
+            raise ValueError(f"request {rid}: status must be WAITING with no computed tokens")
+        if request.prompt_len >= self.config.max_model_len:
+            raise ValueError(f"request {rid}: prompt_len {request.prompt_len} leaves no room for an "
+                             f"output under max_model_len {self.config.max_model_len}")
+        need = cdiv(request.prompt_len + 1, self.config.block_size)
+        if need > self.kv.pool.num_usable_blocks:
+            raise ValueError(f"request {rid}: prompt_len {request.prompt_len} needs {need} KV blocks, "
+                             f"the pool has {self.kv.pool.num_usable_blocks} (num_gpu_blocks)")
+        self.requests[rid] = request
+        self.waiting.append(request)
+
+    def abort_requests(self, request_ids: Iterable[str]) -> list[Request]:
+        """Finish live requests as aborted, releasing their KV now."""
+        aborted = []
+        for rid in request_ids:
+            req = self.requests.get(rid)
+            if req is None or req.is_finished:
+                continue
+            if req in self.waiting:
+                self.waiting.remove(req)
+            if req in self.running:
+                self.running.remove(req)
+            self._on_leave(req)
+            self._finish(req, RequestStatus.FINISHED_ABORTED)
+            aborted.append(req)
+        return aborted
+
+    # ---- queries ----
+    def has_unfinished_requests(self) -> bool:
+        """Requests still waiting, running or awaiting an in-flight result."""
+        return bool(self.requests)
+
+    def has_requests(self) -> bool:
+        """Unfinished requests, or finishes not yet reported in a plan."""
+        return bool(self.requests) or bool(self.finished_req_ids)
+
+    def get_request_counts(self) -> tuple[int, int]:
+        """(running, waiting): everything not waiting counts as running."""
+        return len(self.requests) - len(self.waiting), len(self.waiting)
+
+    def kv_usage(self) -> float:
+        """Fraction of usable KV blocks held by requests."""
+        return self.kv.usage
+
+    def update_draft_token_ids(self, drafts: Mapping[str, list[int]]) -> None:
+        """No speculative decoding here: drafts are rejected at config time, so ignore them."""
+
+    # ---- scheduling ----
+    def schedule(self) -> StepPlan:
+        """Plan one step, then advance the scheduled requests optimistically."""
+        plan = self._new_plan()
+        plan.step_id = self.step_id
+        self.step_id += 1
+        self._schedule_into(plan)
+        plan.total_num_scheduled_tokens = sum(plan.num_scheduled_tokens.values())
+        for rid in plan.num_scheduled_tokens:
+            plan.block_ids[rid] = self.kv.get_block_ids(rid)
+        plan.finished_req_ids = self.finished_req_ids
+        plan.preempted_req_ids = self.preempted_req_ids
+        self.finished_req_ids = []
+        self.preempted_req_ids = []
+        self._after_schedule(plan)
+        return plan
+
+    def _new_plan(self) -> StepPlan:
+        """The plan class this policy emits."""
+        return StepPlan()
+
+    def _schedule_into(self, plan: StepPlan) -> None:
+        """Fill num_scheduled_tokens / context_lens / new ids (subclasses)."""
+        raise NotImplementedError
+
+    def _add_to_plan(self, plan: StepPlan, req: Request, num_tokens: int) -> None:
+        """Record one scheduled request (its context is what was computed before this step)."""
+        plan.num_scheduled_tokens[req.request_id] = num_tokens
+        plan.context_lens[req.request_id] = req.num_computed_tokens
+
+    def _after_schedule(self, plan: StepPlan) -> None:
+        """vLLM's _update_after_schedule (+ AsyncScheduler's placeholders when batches overlap)."""
+        asynchronous = self.max_concurrent_batches > 1
+        for rid, n in plan.num_scheduled_tokens.items():
+            req = self.requests[rid]
+            req.num_computed_tokens += n
+            req.num_in_flight_tokens += n
+            req.is_prefill_chunk = req.num_computed_tokens < req.num_tokens + req.num_output_placeholders
+            if asynchronous and not req.is_prefill_chunk:
+                req.num_output_placeholders += 1
+
+    def _allocate(self, req: Request, num_new_tokens: int, hit_blocks: list[int] | None = None,
+                  hit: int = 0, lookahead: int = 0) -> bool:
+        """Allocate KV for `num_new_tokens` more tokens, adopting prefix-hit blocks first."""
+        got = self.kv.allocate_slots(req, num_new_tokens, hit, hit_blocks or None,
+                                     num_lookahead_tokens=lookahead, has_scheduled_reqs=bool(self.running))
+        if got is None:
+            return False
+        req.num_computed_tokens += hit
+        return True
+
+    def _prefix_hit(self, req: Request) -> tuple[list[int], int]:
+        """Cached full blocks a fresh request would adopt (none once it holds blocks)."""
+        if req.num_computed_tokens or self.kv.get_block_ids(req.request_id):
+            return [], 0
+        return self.kv.get_computed_blocks(req)
+
+    def _preempt(self, req: Request) -> None:
+        """Recompute-preemption: free KV, rewind, mark in-flight output stale (caller requeues)."""
+        self._on_leave(req)
+        req.status = RequestStatus.PREEMPTED
+        req.num_recomputed_tokens += req.num_computed_tokens
+        req.num_computed_tokens = 0
+        req.num_stale_output_tokens = req.num_in_flight_tokens
+        req.num_output_placeholders = 0
+        req.is_prefill_chunk = False
+        req.num_preemptions += 1
+        self.preempted_req_ids.append(req.request_id)
+
+    def _on_leave(self, req: Request) -> None:
+        """Release everything a request holds (subclasses add slots)."""
+        self.kv.free(req)
+
+    # ---- results ----
+    def update_from_output(self, plan: StepPlan, result: StepResult) -> list[RequestOutput]:
+        """Fold a step's sampled tokens into its requests; stale or finished ones are dropped."""
+        outputs: list[RequestOutput] = []
+        sampled = result.sampled_token_ids
+        for rid, n in plan.num_scheduled_tokens.items():
+            req = self.requests.get(rid)
+            if req is None:
+                continue
+            req.num_in_flight_tokens -= n
+            if req.num_stale_output_tokens > 0:
+                req.num_stale_output_tokens -= n
+                continue
+            tokens = sampled.get(rid) or []
+            if not tokens:
+                continue
+            if req.num_output_placeholders:
+                req.num_output_placeholders -= 1
+            out = self._append_tokens(req, tokens)
+            if out is not None:
+                outputs.append(out)
+        self._after_update(plan)
+        return outputs
+
+    def _after_update(self, plan: StepPlan) -> None:
+        """Hook run after a result is folded in (subclasses)."""
+
+    def _append_tokens(self, req: Request, tokens: list[int]) -> RequestOutput | None:
+        """Append tokens one by one with stop checks (length first, then EOS / stop ids)."""
+        new: list[int] = []
+        status = None
+        for tok in tokens:
+            req.output_token_ids.append(tok)
+            new.append(tok)
+            status = self._check_stop(req, tok)
+            if status is not None:
+                break
+        if req.num_output_placeholders and status is not None:
+            req.num_output_placeholders = 0
+        if status is not None:
+            self._on_stop(req, status)
+        if self.config.enable_prefix_caching and req.request_id in self.kv.req_to_blocks:
+            self.kv.cache_blocks(req, req.num_computed_tokens - req.num_in_flight_tokens)
+        return RequestOutput(req.request_id, new, status)
+
+    def _max_new_tokens(self, req: Request) -> int:
+        """The output cap this policy enforces: max_tokens, clipped to an empty pool if configured.
+
+        Policies that reserve KV to completion (orca, static) clip so that every request can be
+        admitted into an empty pool; SGLang clips at intake the same way.
+        """
+        if not self.clip_max_new_to_pool:
+            return req.max_tokens
+        pool_tokens = self.kv.pool.num_usable_blocks * self.config.block_size
+        return max(1, min(req.max_tokens, pool_tokens - req.prompt_len))
+
+    def _check_stop(self, req: Request, tok: int) -> RequestStatus | None:
+        """vLLM/SGLang stop order: length caps, then EOS, then stop token ids."""
+        if req.num_output_tokens >= self._max_new_tokens(req) or req.num_tokens >= self.config.max_model_len:
+            return RequestStatus.FINISHED_LENGTH_CAPPED
+        if not req.ignore_eos and req.eos_token_id is not None and tok == req.eos_token_id:
+            return RequestStatus.FINISHED_STOPPED
+        if tok in req.stop_token_ids:
+            req.stop_reason = tok
+            return RequestStatus.FINISHED_STOPPED
+        return None
+
+    def _on_stop(self, req: Request, status: RequestStatus) -> None:
+        """A request stopped on a sampled token: leave the queues, free, report."""
+        if req in self.running:
+            self.running.remove(req)
+        self._on_leave(req)
+        self._finish(req, status)
+
+    def _finish(self, req: Request, status: RequestStatus) -> None:
+        """Terminal status; the id is reported in the next plan."""
+        req.status = status
+        req.num_output_placeholders = 0
+        self.requests.pop(req.request_id, None)
+        self.finished_req_ids.append(req.request_id)
+        self.kv.drop_request(req)
+
+    # ---- checks ----
+    def check_invariants(self) -> None:
+        """KV conservation, and every live request's blocks cover what it has computed."""
+        self.kv.check_invariants()
+        bs = self.config.block_size
+        waiting_ids = {r.request_id for r in self.waiting}
+        assert len(waiting_ids) == len(self.waiting), "a request is queued twice"
+        running_ids = {r.request_id for r in self.running}
+        assert not waiting_ids & running_ids, "a request is both waiting and running"
+        assert (waiting_ids | running_ids) <= set(self.requests), "a queued request is not live"
+        for rid, blocks in self.kv.req_to_blocks.items():
+            assert rid in self.requests, f"{rid}: finished request still holds KV"
+            req = self.requests[rid]
+            assert len(blocks) >= cdiv(req.num_computed_tokens, bs), f"{rid}: blocks do not cover computed"
+        for req in self.requests.values():
+            assert not req.is_finished, f"{req.request_id}: finished but live"
+            assert req.num_in_flight_tokens >= 0 and req.num_output_placeholders >= 0, req.request_id
+            assert req.num_computed_tokens <= req.num_tokens + req.num_output_placeholders, req.request_id
+            if req.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED):
+                assert req.num_computed_tokens == 0 and not self.kv.get_block_ids(req.request_id), \
+                    f"{req.request_id}: waiting request holds KV"

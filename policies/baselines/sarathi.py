@@ -1,0 +1,104 @@
+"""`sarathi`: Sarathi-Serve's stall-free batching (OSDI'24).
+
+Each step first gives every decoding request its one token, then continues partially prefilled
+requests, then admits new ones, each prefill taking a chunk of what is left of the token budget
+(the chunk size, max_num_batched_tokens). A prefill therefore never stalls a decode. Under KV
+pressure the most recently admitted request is preempted by recompute and goes back to the front
+of the waiting queue; nothing is admitted in a step that preempted (vLLM v0, Sarathi's base).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import SchedulerConfig
+from ..interface import register_policy
+from ..plan import StepPlan
+from ..request import Request, RequestStatus
+from .base import BasePolicy
+
+
+@dataclass
+class SarathiConfig(SchedulerConfig):
+    """Sarathi-Serve's knobs: the token budget is the chunk size (512 in the paper's setups)."""
+
+    max_num_batched_tokens: int = 512
+    enable_chunked_prefill: bool = True
+    watermark: float = 0.01  # vLLM v0's admission watermark, which Sarathi-Serve inherits
+
+    def __post_init__(self) -> None:
+        """Stall-free batching needs chunked prefill."""
+        super().__post_init__()
+        if not self.enable_chunked_prefill:
+            raise ValueError("SarathiConfig.enable_chunked_prefill must be True (stall-free batching "
+                             "chunks prefills)")
+        if not 0.0 <= self.watermark < 1.0:
+            raise ValueError(f"SarathiConfig.watermark must be in [0, 1), got {self.watermark}")
+
+
+@register_policy("sarathi", "Sarathi-Serve stall-free batching: decodes first, then prefill chunks "
+                 "up to the token budget", SarathiConfig)
+class SarathiPolicy(BasePolicy):
+    """Stall-free batching on the shared step interface (synchronous: one batch in flight)."""
+
+    max_concurrent_batches = 1
+
+    def __init__(self, config: SarathiConfig) -> None:
+        super().__init__(config, watermark=config.watermark)
+
+    def _schedule_into(self, plan: StepPlan) -> None:
+        """Decodes, then ongoing prefill chunks, then new prefill chunks (unless we preempted)."""
+        budget = self.config.max_num_batched_tokens
+        decodes = [r for r in self.running if not r.is_prefill_chunk]
+        prefills = [r for r in self.running if r.is_prefill_chunk]
+        for req in decodes + prefills:
+            if budget <= 0:
+                break
+            if req not in self.running:  # preempted earlier in this pass
+                continue
+            num_new = min(req.num_tokens - req.num_computed_tokens, budget)
+            ok, returned = self._allocate_or_preempt(plan, req, num_new)
+            budget += returned
+            if not ok:
+                break
+            self._add_to_plan(plan, req, num_new)
+            budget -= num_new
+        if not self.preempted_req_ids:
+            self._admit(plan, budget)
+
+    def _allocate_or_preempt(self, plan: StepPlan, req: Request, num_new: int) -> tuple[bool, int]:
+        """Allocate, preempting the newest running request until it fits.
+
+        Returns (whether `req` got its slots, budget handed back by victims already in the plan).
+        """
+        returned = 0
+        while not self._allocate(req, num_new):
+            victim = self.running.pop()
+            returned += self._unschedule(plan, victim)
+            self._preempt(victim)
+            self.waiting.appendleft(victim)
+            if victim is req:
+                return False, returned
+        return True, returned
+
+    def _unschedule(self, plan: StepPlan, req: Request) -> int:
+        """Take a victim's tokens back out of this step's plan; returns them."""
+        n = plan.num_scheduled_tokens.pop(req.request_id, 0)
+        plan.context_lens.pop(req.request_id, None)
+        return n
+
+    def _admit(self, plan: StepPlan, budget: int) -> None:
+        """New (or resumed) requests in FCFS order, each a chunk of the remaining budget."""
+        while budget > 0 and self.waiting and len(self.running) < self.config.max_num_seqs:
+            req = self.waiting[0]
+            hit_blocks, hit = self._prefix_hit(req)
+            num_new = min(req.num_tokens - hit, budget)
+            if not self._allocate(req, num_new, hit_blocks, hit):
+                break
+            self.waiting.popleft()
+            resumed = req.status == RequestStatus.PREEMPTED
+            req.status = RequestStatus.RUNNING
+            self.running.append(req)
+            (plan.resumed_req_ids if resumed else plan.new_req_ids).append(req.request_id)
+            self._add_to_plan(plan, req, num_new)
+            budget -= num_new

@@ -1,0 +1,64 @@
+"""`static`: FasterTransformer-style request-level batching.
+
+A batch is formed only when nothing is running: waiting requests in FCFS order while the batch
+has room (max_num_seqs), their prompts together fit max_num_batched_tokens and each one's KV for
+prompt plus max_tokens can be reserved. The batch's prompts run in one step, then the batch
+decodes until its longest request finishes; nothing is admitted before it drains. Requests that
+finish early leave the plan (their padding compute in FasterTransformer is not modelled).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import SchedulerConfig
+from ..interface import register_policy
+from ..plan import StepPlan
+from .base import BasePolicy
+from .orca import admit, reserve_whole
+
+
+@dataclass
+class StaticConfig(SchedulerConfig):
+    """Request-level batching runs whole prompts; max_num_seqs is the batch size."""
+
+    enable_chunked_prefill: bool = False
+
+    def __post_init__(self) -> None:
+        """Static batching runs whole prompts only."""
+        super().__post_init__()
+        if self.enable_chunked_prefill:
+            raise ValueError("StaticConfig.enable_chunked_prefill must be False: the batch runs "
+                             "whole prompts")
+
+
+@register_policy("static", "FasterTransformer request-level batching: no admission until the batch "
+                 "drains", StaticConfig)
+class StaticPolicy(BasePolicy):
+    """Static batching on the shared step interface (synchronous: one batch in flight)."""
+
+    max_concurrent_batches = 1
+    clip_max_new_to_pool = True
+
+    def __init__(self, config: StaticConfig) -> None:
+        super().__init__(config)
+
+    def _schedule_into(self, plan: StepPlan) -> None:
+        """Decode the current batch; form a new one only once it has drained."""
+        if self.running:
+            for req in self.running:
+                if not self._allocate(req, 1):
+                    raise AssertionError(f"static: request {req.request_id} outgrew its reservation")
+                self._add_to_plan(plan, req, 1)
+            return
+        budget = self.config.max_num_batched_tokens
+        while self.waiting and len(self.running) < self.config.max_num_seqs:
+            req = self.waiting[0]
+            hit_blocks, hit = self._prefix_hit(req)
+            if req.num_tokens - hit > budget:
+                break
+            num_new = reserve_whole(self, req)
+            if num_new is None:
+                break
+            admit(self, plan, req, num_new)
+            budget -= num_new

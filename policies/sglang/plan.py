@@ -1,0 +1,23 @@
+"""SGLangStepPlan: the StepPlan plus what SGLang's overlap loop makes observable."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..plan import StepPlan
+
+
+@dataclass(slots=True)
+class SGLangStepPlan(StepPlan):
+    """A StepPlan with SGLang's forward mode, request-pool slots and future-token slots.
+
+    `future_token_slots[rid] = slot` marks a decode whose input token is the previous step's
+    sampled token, still unknown on the CPU when this step was planned: the device reads it from
+    the FutureMap's `output_tokens_buf[slot]` (0.5.x `resolve_forward_inputs`). These are the
+    overlap loop's placeholders.
+    """
+
+    forward_mode: str = "idle"  # "extend", "decode", "mixed" or "idle"
+    req_pool_indices: dict[str, int] = field(default_factory=dict)
+    future_token_slots: dict[str, int] = field(default_factory=dict)
+    chunked_req_id: str | None = None
