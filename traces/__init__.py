@@ -1,5 +1,43 @@
-"""schedsim.traces: the Workload table, trace loaders, generators and shipped samples."""
+"""schedsim.traces: the Workload table, trace loaders, generators and shipped samples.
 
-from .schema import OPTIONAL_COLUMNS, REQUIRED_COLUMNS
+Imports nothing of schedsim's: a Workload is a pandas DataFrame (schema in `schema.py`).
+"""
 
-__all__ = ["OPTIONAL_COLUMNS", "REQUIRED_COLUMNS"]
+from .arrivals import ArrivalSpec, arrival_times
+from .errors import SkippedRows, TraceError, TraceWarning
+from .formats_csv import load_azure, load_burstgpt, load_csv
+from .formats_jsonl import load_jsonl, load_mooncake
+from .generate import ClassSpec, WorkloadSpec, generate_workload, spec_from_dict
+from .lengths import LengthSpec
+from .native import write_workload
+from .prefix import block_hashes_at, prefix_sharing
+from .registry import DEFAULT_TRACE, SHIPPED, load_workload, shipped_path, sniff_format
+from .schema import (
+    ATTR_PREFIX_BLOCK_SIZE,
+    ATTR_SOURCE,
+    OPTIONAL_COLUMNS,
+    REQUIRED_COLUMNS,
+)
+from .stats import TraceStats, plot_workload, trace_stats
+from .transforms import (
+    concat,
+    filter_rows,
+    head,
+    mean_rate,
+    sample,
+    scale_rate,
+    time_scale,
+    window,
+)
+from .validate import normalize, validate_workload, with_defaults
+
+__all__ = [
+    "ATTR_PREFIX_BLOCK_SIZE", "ATTR_SOURCE", "DEFAULT_TRACE", "OPTIONAL_COLUMNS",
+    "REQUIRED_COLUMNS", "SHIPPED", "ArrivalSpec", "ClassSpec", "LengthSpec", "SkippedRows",
+    "TraceError", "TraceStats", "TraceWarning", "WorkloadSpec", "arrival_times",
+    "block_hashes_at", "concat", "filter_rows", "generate_workload", "head", "load_azure",
+    "load_burstgpt", "load_csv", "load_jsonl", "load_mooncake", "load_workload", "mean_rate",
+    "normalize", "plot_workload", "prefix_sharing", "sample", "scale_rate", "shipped_path",
+    "sniff_format", "spec_from_dict", "time_scale", "trace_stats", "validate_workload", "window",
+    "with_defaults", "write_workload",
+]
