@@ -87,7 +87,7 @@ class Collector:
             room = self.opts.head - self.n_rows
             keep &= np.cumsum(keep) <= room
             stop = stop or keep.sum() >= room
-        self.parts.append({"arrival_time": t[keep], "_index": index[keep],
+        self.parts.append({"arrival_time": t[keep], "_index": index[keep], "_line": lines[keep],
                            **{k: v[keep] for k, v in cols.items()}})
         self.n_rows += int(keep.sum())
         return not stop
@@ -120,11 +120,24 @@ class Collector:
         df = _to_frame(cols, id_prefix)
         if self.opts.sort:
             df = _sorted_limits(df, self.opts)
+        if "_request_id" in df.columns:
+            df["request_id"] = df.pop("_request_id").astype("string[pyarrow]")
+            self._check_unique_ids(df)
+        df = df.drop(columns="_line")
         df.attrs[ATTR_SOURCE] = self.file
         df.attrs[ATTR_SKIPPED] = self.policy.skipped.as_dict()
         df.attrs[ATTR_FILTERED] = self.filtered
         self.policy.skipped.warn()
         return df
+
+
+    def _check_unique_ids(self, df: pd.DataFrame) -> None:
+        """A repeated request id is named with the line that repeats it."""
+        dup = df["request_id"].duplicated().to_numpy()
+        if dup.any():
+            i = int(np.flatnonzero(dup)[0])
+            raise TraceError(f"duplicate request id {df['request_id'].iloc[i]!r}", self.file,
+                             int(df["_line"].iloc[i]), "request_id")
 
 
 def _to_frame(cols: dict[str, np.ndarray], id_prefix: str) -> pd.DataFrame:

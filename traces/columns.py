@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from ._io import RowPolicy, has_bad_utf8
-from .errors import TraceError
+from .errors import MAX_REPORTED_LINES, TraceError
 
 MAX_TOKENS = 2**31 - 1  # anything larger is a corrupted field, not a prompt
 TIME_UNITS: dict[str, float] = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
@@ -46,11 +46,10 @@ class ChunkCheck:
             field, why = self._first_reason(int(idx[0]))
             raise TraceError(why, self.policy.file, int(self.lines[idx[0]]), field)
         ledger = self.policy.skipped
-        room = max(0, 5 - len(ledger.first))
-        for i in idx[:room]:
+        for i in idx[:MAX_REPORTED_LINES]:
             field, why = self._first_reason(int(i))
-            ledger.add(int(self.lines[i]), field, why)
-        ledger.count += int(idx.size) - min(room, int(idx.size))
+            ledger.note(int(self.lines[i]), field, why)
+        ledger.count += int(idx.size)
         return ~self.bad
 
 

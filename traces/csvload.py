@@ -98,8 +98,6 @@ def load_csv_table(path: str | Path, cmap: ColumnMap, opts: LoadOptions,
         if not more:
             break
     df = coll.frame(id_prefix)
-    if "_request_id" in df.columns:
-        df["request_id"] = df.pop("_request_id").astype("string[pyarrow]")
     if block_size is not None and "prompt_block_hashes" in df.columns:
         df.attrs["prefix_block_size"] = block_size
     return df

@@ -43,17 +43,23 @@ class SkippedRows:
     def add(self, line: int, field_name: str, reason: str) -> None:
         """Record one skipped row; only the earliest few are kept verbatim."""
         self.count += 1
-        if len(self.first) < MAX_REPORTED_LINES:
-            self.first.append((line, field_name, reason))
+        self.note(line, field_name, reason)
+
+    def note(self, line: int, field_name: str, reason: str) -> None:
+        """Keep the earliest few by line: structural and value errors arrive out of order."""
+        self.first.append((line, field_name, reason))
+        if len(self.first) > MAX_REPORTED_LINES:
+            self.first.sort(key=lambda entry: entry[0])
+            self.first.pop()
 
     def as_dict(self) -> dict[str, object]:
         """Plain data for DataFrame.attrs (which must stay picklable and JSON-able)."""
         return {"count": self.count,
-                "first": [{"line": ln, "field": f, "reason": r} for ln, f, r in self.first]}
+                "first": [{"line": ln, "field": f, "reason": r} for ln, f, r in sorted(self.first)]}
 
     def summary(self) -> str:
         """One line for logs and the CLI."""
-        lines = ", ".join(f"{ln} ({f}: {r})" for ln, f, r in self.first)
+        lines = ", ".join(f"{ln} ({f}: {r})" for ln, f, r in sorted(self.first))
         more = " ..." if self.count > len(self.first) else ""
         return f"{self.file}: skipped {self.count} bad row(s); first at line(s) {lines}{more}"
 

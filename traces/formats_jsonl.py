@@ -59,6 +59,8 @@ def _hash_ids(raw: np.ndarray, field: str, check: ChunkCheck, prompt: np.ndarray
     for i, v in enumerate(raw):
         if (v is MISSING or v is None) and missing_ok:
             out[i] = None
+        elif v is MISSING:
+            bad[i], reasons[i] = True, "missing key"
         elif not isinstance(v, list) or not all(type(x) is int for x in v):
             bad[i], reasons[i] = True, f"expected a list of integers, got {repr(v)[:40]}"
         elif block and prompt[i] > 0 and not (prompt[i] // block <= len(v) <= -(-prompt[i] // block)):
@@ -131,8 +133,6 @@ def load_jsonl(path: str | Path, mapping: dict[str, str] | None = None, *, time_
                          for k, v in cols.items()}):
             break
     df = coll.frame()
-    if "_request_id" in df.columns:
-        df["request_id"] = df.pop("_request_id").astype("string[pyarrow]")
     df.attrs["format"] = "jsonl"
     if block_size and "prompt_block_hashes" in df.columns:
         df.attrs["prefix_block_size"] = block_size
