@@ -15,6 +15,7 @@ from schedsim.policies import Request, StepPlan, StepResult, make_policy
 
 EOS_ID = 2
 VOCAB_SIZE = 50272
+MAX_POSITION_EMBEDDINGS = 2048  # the oracle's fake model: vLLM rejects a longer max_model_len
 CONFIG_KEYS = ("block_size", "num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens",
                "max_model_len", "enable_prefix_caching", "enable_chunked_prefill",
                "long_prefill_token_threshold", "scheduling_policy")
@@ -64,6 +65,11 @@ def validate(sc: dict) -> dict[str, Any]:
     if unknown:
         raise ScenarioError(f"config: unknown keys {sorted(unknown)}")
     cfg = dict(CONFIG_DEFAULTS, **sc.get("config", {}))
+    if cfg["scheduling_policy"] not in ("fcfs", "priority"):
+        raise ScenarioError("config.scheduling_policy must be 'fcfs' or 'priority'")
+    if isinstance(cfg["max_model_len"], int) and cfg["max_model_len"] > MAX_POSITION_EMBEDDINGS:
+        raise ScenarioError(f"config.max_model_len {cfg['max_model_len']} > the model's "
+                            f"max_position_embeddings {MAX_POSITION_EMBEDDINGS}")
     num_steps = sc.get("num_steps")
     if not isinstance(num_steps, int) or num_steps < 0:
         raise ScenarioError("num_steps must be a non-negative int")

@@ -69,12 +69,39 @@ def scenario_from_seed(seed: int, policy: str | None = None) -> dict:
             "requests": reqs, "aborts": aborts, "num_steps": rng.randint(20, 70)}
 
 
+def stress_scenario_from_seed(seed: int, policy: str | None = None) -> dict:
+    """Many requests, a pool barely above one max_model_len sequence, late arrivals and aborts."""
+    sc = scenario_from_seed(seed, policy)
+    rng = random.Random(seed * 7919 + 1)
+    cfg = sc["config"]
+    cfg["num_gpu_blocks"] = -(-cfg["max_model_len"] // cfg["block_size"]) + 1 + rng.choice([0, 1, 2, 3, 5])
+    cfg["max_num_seqs"] = rng.choice([2, 4, 8, 16])
+    cfg["max_num_batched_tokens"] = max(cfg["max_num_batched_tokens"], cfg["max_num_seqs"])
+    extra = scenario_from_seed(seed + 10**6, policy)["requests"]
+    mml = cfg["max_model_len"]
+    for i, r in enumerate(extra):
+        r["id"] = f"s{i:02d}"
+        r["prompt_token_ids"] = r["prompt_token_ids"][: mml - 1]
+        r["max_tokens"] = max(1, min(r["max_tokens"], mml - len(r["prompt_token_ids"])))
+        if r["eos_after"] is not None and rng.random() < 0.5:
+            r["eos_after"] = None
+        sc["requests"].append(r)
+    for r in sc["requests"]:
+        r["arrival_step"] = rng.choice([0, rng.randint(0, 30)])
+        if rng.random() < 0.1:
+            sc["aborts"].append({"id": r["id"], "step": rng.randint(0, 60)})
+    sc["num_steps"] = rng.randint(60, 140)
+    return sc
+
+
 def main(argv: list[str]) -> int:
-    """Write N scenarios (seeds SEED..SEED+N-1) as OUTDIR/rand_<seed>.json."""
+    """Write N scenarios (seeds SEED..SEED+N-1) as OUTDIR/rand_<seed>.json (or stress_<seed>)."""
     outdir, n, seed = Path(argv[0]), int(argv[1]), int(argv[2])
+    stress = len(argv) > 3 and argv[3] == "stress"
+    make, prefix = (stress_scenario_from_seed, "stress") if stress else (scenario_from_seed, "rand")
     outdir.mkdir(parents=True, exist_ok=True)
     for s in range(seed, seed + n):
-        (outdir / f"rand_{s}.json").write_text(json.dumps(scenario_from_seed(s)) + "\n")
+        (outdir / f"{prefix}_{s}.json").write_text(json.dumps(make(s)) + "\n")
     return 0
 
 
