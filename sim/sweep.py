@@ -21,6 +21,7 @@ from .toml_config import ConfigError, coerce, load_toml, merge, to_jsonable
 DEFAULT_METRICS = ("p99_ttft_ms", "mean_ttft_ms", "mean_tpot_ms", "p99_tpot_ms", "output_throughput",
                    "gpu_idle_fraction", "num_preemptions", "recomputed_tokens")
 SWEEP_TABLES = ("grid", "runs", "sweep")  # tables of a sweep TOML that are not RunConfig keys
+SWEEP_ENGINES = ("process", "ray")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,9 +148,9 @@ def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                    help="a swept RunConfig key and its values (repeatable; the grid is their product). "
                         "A TOML --config may instead hold [grid] and [[runs]] tables")
-    p.add_argument("--engine", choices=("process", "ray"), default="process",
+    p.add_argument("--engine", dest="sweep_engine", choices=SWEEP_ENGINES, default=None,
                    help="local process pool (default) or Ray (needs the `ray` extra)")
-    p.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1),
+    p.add_argument("--workers", type=int, default=None,
                    help="parallel runs (default: min(2, CPUs))")
     p.add_argument("--x", default=None, metavar="KEY",
                    help="the knob on the x axis of the plots (default: the first swept key except policy)")
@@ -191,9 +192,11 @@ def run_sweep_cli(args: argparse.Namespace, resolve: Callable[..., Any]) -> int:
     base = resolve(args, args._dests, ignore=SWEEP_TABLES)
     grid = {**file_grid, **parse_grid_flags(args.grid)}
     runs = expand_grid(base, grid, file_runs, source=str(args.config or "command line"))
-    engine = opts.get("engine", args.engine)
-    table = run_sweep(runs, args.out, engine=engine,
-                      workers=int(opts.get("workers", args.workers)), progress=not args.no_progress)
+    engine = args.sweep_engine or opts.get("engine", "process")  # flags beat the file
+    if engine not in SWEEP_ENGINES:
+        raise ConfigError(f"{args.config} [sweep]: engine must be one of {SWEEP_ENGINES}, got {engine!r}")
+    workers = args.workers or int(opts.get("workers", min(2, os.cpu_count() or 1)))
+    table = run_sweep(runs, args.out, engine=engine, workers=workers, progress=not args.no_progress)
     x = args.x or opts.get("x") or next((k for k in grid if k != "policy"), None)
     metrics = opts.get("metrics", args.metrics)
     metrics = [m for m in (metrics.split(",") if isinstance(metrics, str) else metrics) if m]
