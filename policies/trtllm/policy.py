@@ -185,15 +185,20 @@ class TrtllmPolicy:
         self.stats.num_truncated_tokens += lost
 
     def _allocate(self, req: LlmRequest, plan: StepPlan) -> bool:
-        """Back the scheduled tokens with blocks; the first chunk takes the whole prompt (addSequence)."""
+        """Back the scheduled tokens with blocks; the first chunk takes the whole prompt (addSequence).
+
+        Slots are claimed as one new token plus look-ahead so nothing not yet computed is published
+        to the prefix cache: TensorRT-LLM stores blocks for reuse only after the step computed them.
+        """
         kv, request = self.kv, req.request
         if req.is_generation_in_progress_state:
-            ok = kv.allocate_slots(request, 1 + req.num_draft_tokens) is not None
+            ok = kv.allocate_slots(request, 1, num_lookahead_tokens=req.num_draft_tokens) is not None
         elif req.is_first_context_chunk and not kv.get_block_ids(req.request_id):
             ok = self._allocate_first_chunk(req)
         else:
             drafts = req.num_draft_tokens if req.is_last_context_chunk else 0
-            ok = kv.allocate_slots(request, req.context_chunk_size, num_lookahead_tokens=drafts) is not None
+            ahead = req.context_chunk_size - 1 + drafts
+            ok = kv.allocate_slots(request, 1, num_lookahead_tokens=ahead) is not None
         if not ok and self._is_started(req):
             # The pool ran dry under a policy that does not reserve (max-requests): pause it.
             self.stats.num_oom_pauses += 1
@@ -208,12 +213,11 @@ class TrtllmPolicy:
         chunk_before = req.context_chunk_size
         if hit_tokens:
             req.set_prepopulated_prompt_len(hit_tokens, self.config.block_size)
-        chunk = req.context_chunk_size
         drafts = req.num_draft_tokens if req.is_last_context_chunk else 0
-        lookahead = req.prompt_len - hit_tokens - chunk + drafts
+        ahead = req.prompt_len - hit_tokens - 1 + drafts
         new = None
-        if chunk > 0:
-            new = kv.allocate_slots(request, chunk, hit_tokens, hit_blocks, num_lookahead_tokens=lookahead)
+        if req.context_chunk_size > 0:
+            new = kv.allocate_slots(request, 1, hit_tokens, hit_blocks, num_lookahead_tokens=ahead)
         if new is None:
             req.prepopulated_prompt_len = req.context_current_position = 0
             req.context_chunk_size = chunk_before
@@ -269,8 +273,10 @@ class TrtllmPolicy:
                 done = advance_context(req, base)
                 self.stats.num_recomputed_tokens += req.request.num_recomputed_tokens - before
                 if not done:
+                    self.kv.cache_blocks(req.request, req.request.num_computed_tokens)
                     continue  # a non-last chunk samples nothing
                 req.request.num_computed_tokens += accepted
+            self.kv.cache_blocks(req.request, req.request.num_computed_tokens)
             new_tokens, finish = append_tokens(req, sampled[:accepted + 1], self.config.max_model_len)
             req.draft_tokens = []
             req.request.spec_token_ids = []

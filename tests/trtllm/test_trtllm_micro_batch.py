@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from schedsim.policies.trtllm import (
+    ChunkingPolicy,
+    ContextChunkingConfig,
+    MicroBatchScheduler,
+    reuse_adjusted_compute,
+    set_ctx_requests_chunk_size,
+)
 from trtllm_helpers import ctx, gen, ids
-
-from schedsim.policies.trtllm import (ChunkingPolicy, ContextChunkingConfig, MicroBatchScheduler,
-                                      reuse_adjusted_compute, set_ctx_requests_chunk_size)
 
 EP = ChunkingPolicy.EQUAL_PROGRESS
 FCFS = ChunkingPolicy.FIRST_COME_FIRST_SERVED

@@ -23,7 +23,7 @@ class RunLog:
 
 def make_request(rid: str, prompt_len: int, output_len: int, max_tokens: int | None = None,
                  hashes: tuple[int, ...] | None = None, **kw) -> Request:
-    """A request whose oracle emits EOS as its `output_len`-th token (stored in `priority`-free kw)."""
+    """A request whose oracle emits EOS as its `output_len`-th token."""
     req = Request(rid, 0.0, prompt_len, max_tokens if max_tokens is not None else output_len,
                   prompt_block_hashes=hashes, **kw)
     OUTPUT_LEN[rid] = output_len
@@ -38,11 +38,11 @@ def oracle(policy: TrtllmPolicy, plan: StepPlan) -> StepResult:
     result = StepResult(step_id=plan.step_id)
     for rid, n in plan.num_scheduled_tokens.items():
         req = policy.requests[rid]
-        if req.is_context_init_state and not (
-                req.context_current_position + n - len(plan.spec_decode_tokens.get(rid, ())) >= req.prompt_len):
-            result.sampled_token_ids[rid] = []
+        chunk = n - len(plan.spec_decode_tokens.get(rid, ()))
+        if req.is_context_init_state and req.context_current_position + chunk < req.prompt_len:
+            result.sampled_token_ids[rid] = []  # a non-last chunk samples nothing
             continue
-        done = len(req.request.output_token_ids) + req.request.num_truncated_tokens * 0
+        done = len(req.request.output_token_ids)
         result.sampled_token_ids[rid] = [EOS if done + 1 >= OUTPUT_LEN[rid] else TOKEN]
     return result
 

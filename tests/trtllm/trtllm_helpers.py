@@ -41,3 +41,20 @@ def gen(rid: str, prompt: int = 16, generated: int = 1, max_new: int = 16, beam:
 def ids(reqs: list[LlmRequest]) -> list[str]:
     """Request ids in order."""
     return [r.request_id for r in reqs]
+
+
+def make_kv(usable_blocks: int, block_size: int = 16, caching: bool = True):
+    """A block manager with exactly `usable_blocks` allocatable blocks (plus the null block)."""
+    from schedsim.policies.kv_cache import KVCacheManager
+    return KVCacheManager(usable_blocks + 1, block_size, 4096, enable_caching=caching)
+
+
+def hold(kv, req: LlmRequest, tokens: int | None = None) -> LlmRequest:
+    """Give the request blocks for `tokens` (default: its computed tokens), as if it had run."""
+    request = req.request
+    computed = request.num_computed_tokens
+    n = computed if tokens is None else tokens
+    request.num_computed_tokens = 0
+    assert kv.allocate_slots(request, n) is not None, "pool too small for the scenario"
+    request.num_computed_tokens = computed
+    return req
