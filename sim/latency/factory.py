@@ -56,5 +56,5 @@ def make_latency_model(model: str | ModelSpec, gpu: str | GpuSpec, tp: int = 1, 
 
 def _roofline_config(gpu: GpuSpec, cal: dict[str, Any] | None):
     """Fitted efficiencies: from the calibration file if it has this GPU, else the shipped fit."""
-    from .fit_roofline import fitted_roofline_config
+    from .calibration import fitted_roofline_config
     return fitted_roofline_config(gpu, cal)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from operator import itemgetter
 
 from .base import StepShape
@@ -27,6 +27,8 @@ class RooflineConfig:
     kernel_overhead_us: float = 4.0
     comm_bw_eff: float = 0.7  # fraction of the one-way link bandwidth an all-reduce achieves
     comm_latency_us: float = 10.0
+    # per-operator memory efficiency of elementwise kernels (norm, rope, act, add, emb differ 3x)
+    op_memory_eff: dict[str, float] = field(default_factory=dict)
     source: str = "prior"
 
     def __post_init__(self) -> None:
@@ -38,6 +40,10 @@ class RooflineConfig:
         for name in ("kernel_overhead_us", "comm_latency_us"):
             if getattr(self, name) < 0:
                 raise ValueError(f"RooflineConfig: field {name!r} must be >= 0")
+        for op, value in self.op_memory_eff.items():
+            if not 0.0 < value <= 1.0:
+                raise ValueError(f"RooflineConfig: op_memory_eff[{op!r}] must be in (0, 1], "
+                                 f"got {value}")
 
     @classmethod
     def from_gpu(cls, gpu: GpuSpec) -> RooflineConfig:
@@ -80,33 +86,56 @@ class RooflineModel:
     def gemm(self, tokens: int, k: int, n: float) -> float:
         """A [tokens x k] @ [k x n] GEMM with weights read once."""
         d = self.model.dtype_bytes
-        c = self.config
-        return self.op(2.0 * tokens * k * n, (k * n + tokens * (k + n)) * d,
-                       c.gemm_compute_eff, c.gemm_memory_eff)
+        return self.work_time(2.0 * tokens * k * n, (k * n + tokens * (k + n)) * d, True)
 
-    def elementwise(self, nbytes: float) -> float:
+    def elementwise(self, nbytes: float, op: str = "") -> float:
         """A memory-bound elementwise kernel (norm, rope, activation, add, cache write)."""
-        return nbytes / (self._bw * self.config.elementwise_memory_eff) + self._ovh
+        eff = self.config.op_memory_eff.get(op, self.config.elementwise_memory_eff)
+        return nbytes / (self._bw * eff) + self._ovh
 
-    def dense_ops(self, tokens: int) -> dict[str, float]:
-        """Seconds of each token-count-dependent operator of one layer, on one GPU."""
+    def op_work(self, tokens: int) -> dict[str, tuple[float, float, bool]]:
+        """(FLOPs, bytes, is_gemm) of each token-count-dependent operator of one layer, one GPU."""
         m, tp, d = self.model, self.tp, self.model.dtype_bytes
         h, q, kv = m.hidden_size, self._q, self._kv
         inter = m.intermediate_size / tp
         up = 2 * inter if m.gated_mlp else inter
-        norm = self.elementwise(2 * tokens * h * d + h * d)
+
+        def gemm(k: float, n: float) -> tuple[float, float, bool]:
+            return 2.0 * tokens * k * n, (k * n + tokens * (k + n)) * d, True
+
+        norm = (0.0, 2 * tokens * h * d + h * d, False)
         return {
             "input_layernorm": norm,
-            "attn_pre_proj": self.gemm(tokens, h, q + 2 * kv),
-            "attn_rope": self.elementwise(2 * tokens * (q + kv) * d),
-            "kv_cache_save": self.elementwise(2 * tokens * 2 * kv * d),
-            "attn_post_proj": self.gemm(tokens, q, h),
+            "attn_pre_proj": gemm(h, q + 2 * kv),
+            "attn_rope": (0.0, 2 * tokens * (q + kv) * d, False),
+            "kv_cache_save": (0.0, 2 * tokens * 2 * kv * d, False),
+            "attn_post_proj": gemm(q, h),
             "post_attention_layernorm": norm,
-            "mlp_up_proj": self.gemm(tokens, h, up),
-            "mlp_act": self.elementwise(tokens * (up + inter) * d),
-            "mlp_down_proj": self.gemm(tokens, inter, h),
-            "add": 2 * self.elementwise(3 * tokens * h * d),
+            "mlp_up_proj": gemm(h, up),
+            "mlp_act": (0.0, tokens * (up + inter) * d, False),
+            "mlp_down_proj": gemm(inter, h),
+            # one in-place residual add per layer (vLLM fuses the other into the next RMSNorm);
+            # Vidur's measured add moves ~2 T*h*d bytes at near-peak bandwidth
+            "add": (0.0, 2 * tokens * h * d, False),
+            "emb": (0.0, 2 * tokens * h * d, False),
         }
+
+    def work_time(self, flops: float, nbytes: float, is_gemm: bool, op: str = "") -> float:
+        """Seconds of one operator from its work (GEMM or memory-bound elementwise)."""
+        c = self.config
+        if is_gemm:
+            return self.op(flops, nbytes, c.gemm_compute_eff, c.gemm_memory_eff)
+        return self.elementwise(nbytes, op)
+
+    def dense_ops(self, tokens: int) -> dict[str, float]:
+        """Seconds of each token-count-dependent operator of one layer, on one GPU."""
+        work = self.op_work(tokens)
+        del work["emb"]
+        return {op: self.work_time(*w, op) for op, w in work.items()}
+
+    def emb(self, tokens: int) -> float:
+        """Embedding lookup, once per step."""
+        return self.elementwise(2 * tokens * self.model.hidden_size * self.model.dtype_bytes, "emb")
 
     def all_reduce(self, nbytes: float) -> float:
         """Ring all-reduce over the TP group: 2(p-1)/p of the message crosses each link."""
@@ -122,7 +151,7 @@ class RooflineModel:
             return 0.0
         m = self.model
         h, d = m.hidden_size, m.dtype_bytes
-        return self.elementwise(2 * sampled * h * d) + self.gemm(sampled, h, m.vocab_size / self.tp)
+        return self.elementwise(2 * sampled * h * d, "input_layernorm") + self.gemm(sampled, h, m.vocab_size / self.tp)
 
     def attention(self, shape: StepShape) -> tuple[float, float]:
         """(prefill, decode) attention seconds of one layer: FlashAttention-style, KV read once."""
@@ -131,31 +160,39 @@ class RooflineModel:
         drafts = sum(map(_second, decodes)) if nd else 0
         return self._prefill_attention(shape.prefills), self._decode_attention(decodes, drafts)
 
-    def _prefill_attention(self, prefills: list[tuple[int, int]]) -> float:
-        """Causal attention of prefill chunks over their cached context plus themselves."""
-        if not prefills:
-            return 0.0
-        c = self.config
+    def prefill_attention_work(self, prefills: list[tuple[int, int]]) -> tuple[float, float]:
+        """(FLOPs, bytes) of causal attention of prefill chunks over cached context + themselves."""
         flops = nbytes = 0.0
         for n, ctx in prefills:
             flops += n * (ctx + (n + 1) * 0.5)
             nbytes += (ctx + n) * self._kv_byte + n * self._q_byte
-        return self.op(flops * self._attn_flop, nbytes, c.attn_compute_eff, c.attn_memory_eff)
+        return flops * self._attn_flop, nbytes
 
-    def _decode_attention(self, decodes: list[tuple[int, int]], drafts: int) -> float:
-        """Decode (and draft-verification) attention: every query reads its request's whole KV."""
+    def decode_attention_work(self, decodes: list[tuple[int, int]], drafts: int
+                              ) -> tuple[float, float]:
+        """(FLOPs, bytes) of decode / draft-verification attention: each query reads its KV."""
         nd = len(decodes)
-        if not nd:
-            return 0.0
-        c = self.config
         ctx_sum = sum(map(_first, decodes))
         if drafts == 0:
             pairs, keys, queries = ctx_sum + nd, ctx_sum + nd, nd
         else:
             pairs = sum((1 + k) * (ctx + 1 + k) for ctx, k in decodes)
             keys, queries = ctx_sum + nd + drafts, nd + drafts
-        return self.op(pairs * self._attn_flop, keys * self._kv_byte + queries * self._q_byte,
-                       c.attn_compute_eff, c.attn_memory_eff)
+        return pairs * self._attn_flop, keys * self._kv_byte + queries * self._q_byte
+
+    def _prefill_attention(self, prefills: list[tuple[int, int]]) -> float:
+        if not prefills:
+            return 0.0
+        c = self.config
+        return self.op(*self.prefill_attention_work(prefills), c.attn_compute_eff,
+                       c.attn_memory_eff)
+
+    def _decode_attention(self, decodes: list[tuple[int, int]], drafts: int) -> float:
+        if not decodes:
+            return 0.0
+        c = self.config
+        return self.op(*self.decode_attention_work(decodes, drafts), c.attn_compute_eff,
+                       c.attn_memory_eff)
 
     # ---- whole step -----------------------------------------------------------------------
     def dense_time(self, tokens: int) -> float:
@@ -165,8 +202,7 @@ class RooflineModel:
             m = self.model
             per_layer = sum(self.dense_ops(tokens).values())
             per_layer += 2 * self.all_reduce(tokens * m.hidden_size * m.dtype_bytes)
-            emb = self.elementwise(2 * tokens * m.hidden_size * m.dtype_bytes)
-            t = m.num_layers * per_layer + emb
+            t = m.num_layers * per_layer + self.emb(tokens)
             self._dense_cache[tokens] = t
         return t
 
@@ -201,7 +237,7 @@ class RooflineModel:
         pre, dec = self.attention(shape)
         out["attn_prefill"], out["attn_decode"] = layers * pre, layers * dec
         out["all_reduce"] = layers * 2 * self.all_reduce(tokens * m.hidden_size * m.dtype_bytes)
-        out["emb"] = self.elementwise(2 * tokens * m.hidden_size * m.dtype_bytes)
+        out["emb"] = self.emb(tokens)
         sampled = len(shape.prefills) + tokens - sum(n for n, _ in shape.prefills)
         out["lm_head"] = self.head_time(sampled)
         return out
