@@ -94,8 +94,89 @@ def stress_scenario_from_seed(seed: int, policy: str | None = None) -> dict:
     return sc
 
 
+def _req(rid: str, prompt: list[int], max_tokens: int, arrival: int = 0, priority: int = 0,
+         eos: int | None = None) -> dict:
+    """One scenario request."""
+    return {"id": rid, "arrival_step": arrival, "prompt_token_ids": prompt, "max_tokens": max_tokens,
+            "priority": priority, "eos_after": eos}
+
+
+def _cfg(**kw) -> dict:
+    """The oracle's default config with overrides."""
+    base = {"block_size": 16, "num_gpu_blocks": 40, "max_num_seqs": 8, "max_num_batched_tokens": 128,
+            "max_model_len": 512, "enable_prefix_caching": True, "enable_chunked_prefill": True,
+            "long_prefill_token_threshold": 0, "scheduling_policy": "fcfs"}
+    base.update(kw)
+    return base
+
+
+def handcrafted() -> dict[str, dict]:
+    """Named scenarios, one per behaviour worth pinning against the oracle."""
+    sc: dict[str, dict] = {}
+    small = _cfg(block_size=16, num_gpu_blocks=12, max_model_len=128, max_num_batched_tokens=64)
+    pressure = [_req(f"r{i}", [10 + i] * 40, 30, arrival=i // 2) for i in range(6)]
+    for pol in ("vllm", "vllm-async"):
+        tag = pol.replace("-", "_")
+        sc[f"kv_pressure_{tag}"] = {"policy": pol, "config": small, "requests": pressure, "num_steps": 120}
+        sc[f"threshold_chunks_{tag}"] = {
+            "policy": pol, "config": _cfg(max_num_batched_tokens=64, long_prefill_token_threshold=16),
+            "requests": [_req(f"r{i}", list(range(3 + i, 103 + i)), 5) for i in range(3)]
+            + [_req("late", [9] * 20, 4, arrival=3)], "num_steps": 40}
+        sc[f"chunked_off_{tag}"] = {
+            "policy": pol, "config": _cfg(enable_chunked_prefill=False, max_num_batched_tokens=128,
+                                          max_model_len=128, num_gpu_blocks=20, max_num_seqs=3),
+            "requests": [_req("a", [5] * 100, 6), _req("b", [6] * 100, 6), _req("c", [7] * 10, 6),
+                         _req("d", [8] * 10, 6)], "num_steps": 40}
+        sc[f"priority_preempt_{tag}"] = {
+            "policy": pol, "config": _cfg(scheduling_policy="priority", num_gpu_blocks=10,
+                                          max_model_len=128, max_num_batched_tokens=96),
+            "requests": [_req("low", [3] * 30, 40, priority=5), _req("mid", [4] * 30, 40, arrival=1, priority=2),
+                         _req("hi", [5] * 30, 40, arrival=3, priority=0),
+                         _req("hi2", [6] * 20, 10, arrival=5, priority=0)], "num_steps": 150}
+        sc[f"prefix_sharing_{tag}"] = {
+            "policy": pol, "config": _cfg(block_size=8, num_gpu_blocks=30, max_model_len=128),
+            "requests": [_req("a", [7] * 50, 4), _req("b", [7] * 50, 4), _req("c", [7] * 48, 3, arrival=2),
+                         _req("d", [7] * 32 + [9] * 9, 3, arrival=3), _req("e", [7] * 64, 2, arrival=9)],
+            "num_steps": 30}
+        sc[f"aborts_{tag}"] = {
+            "policy": pol, "config": _cfg(num_gpu_blocks=10, max_model_len=128, max_num_batched_tokens=48),
+            "requests": [_req(f"r{i}", [20 + i] * (25 + 7 * i), 20, arrival=i) for i in range(6)],
+            "aborts": [{"id": "r0", "step": 3}, {"id": "r5", "step": 2}, {"id": "r2", "step": 9},
+                       {"id": "r3", "step": 9}, {"id": "r1", "step": 60}, {"id": "r4", "step": 14}],
+            "num_steps": 80}
+        sc[f"eos_{tag}"] = {
+            "policy": pol, "config": _cfg(),
+            "requests": [_req(f"e{k}", [30 + k] * (5 + k), 6, eos=k) for k in range(1, 8)],
+            "num_steps": 15}
+        sc[f"max_model_len_{tag}"] = {
+            "policy": pol, "config": _cfg(max_model_len=48, num_gpu_blocks=8, block_size=8),
+            "requests": [_req("a", [1] * 40, 8), _req("b", [2] * 47, 1), _req("c", [3] * 8, 40, arrival=2)],
+            "num_steps": 70}
+        sc[f"one_seat_priority_{tag}"] = {
+            "policy": pol, "config": _cfg(max_num_seqs=1, scheduling_policy="priority"),
+            "requests": [_req(f"p{i}", [40 + i] * 6, 2, priority=(i * 7) % 4) for i in range(6)],
+            "num_steps": 25}
+        sc[f"max_tokens_small_{tag}"] = {
+            "policy": pol, "config": _cfg(max_num_batched_tokens=32),
+            "requests": [_req(f"m{i}", [50 + k] * 9, k) for i, k in enumerate((1, 2, 3, 5, 1, 2))], "num_steps": 20}
+        sc[f"eviction_lru_{tag}"] = {
+            "policy": pol, "config": _cfg(block_size=4, num_gpu_blocks=14, max_model_len=48,
+                                          max_num_batched_tokens=48, max_num_seqs=2),
+            "requests": [_req("x", [1] * 16, 2), _req("y", [2] * 16, 2, arrival=1),
+                         _req("z", [3] * 24, 2, arrival=6), _req("x2", [1] * 16, 2, arrival=10),
+                         _req("y2", [2] * 20, 2, arrival=12)], "num_steps": 30}
+    return sc
+
+
 def main(argv: list[str]) -> int:
     """Write N scenarios (seeds SEED..SEED+N-1) as OUTDIR/rand_<seed>.json (or stress_<seed>)."""
+    if argv and argv[0] == "handcrafted":
+        out = Path(argv[1])
+        out.mkdir(parents=True, exist_ok=True)
+        for name, sc in handcrafted().items():
+            sc.setdefault("aborts", [])
+            (out / f"{name}.json").write_text(json.dumps(sc) + "\n")
+        return 0
     outdir, n, seed = Path(argv[0]), int(argv[1]), int(argv[2])
     stress = len(argv) > 3 and argv[3] == "stress"
     make, prefix = (stress_scenario_from_seed, "stress") if stress else (scenario_from_seed, "rand")
