@@ -48,10 +48,15 @@ class BasePolicy:
         if request.prompt_len >= self.config.max_model_len:
             raise ValueError(f"request {rid}: prompt_len {request.prompt_len} leaves no room for an "
                              f"output under max_model_len {self.config.max_model_len}")
-        need = cdiv(request.prompt_len + 1, self.config.block_size)
+        # Policies that clip max_tokens to the pool only need the prompt to fit; the others need
+        # the longest sequence the request may reach (else it would be preempted forever).
+        longest = request.prompt_len + 1 if self.clip_max_new_to_pool else min(
+            request.prompt_len + request.max_tokens - 1, self.config.max_model_len)
+        need = cdiv(longest, self.config.block_size)
         if need > self.kv.pool.num_usable_blocks:
-            raise ValueError(f"request {rid}: prompt_len {request.prompt_len} needs {need} KV blocks, "
-                             f"the pool has {self.kv.pool.num_usable_blocks} (num_gpu_blocks)")
+            raise ValueError(f"request {rid}: prompt_len {request.prompt_len} with max_tokens "
+                             f"{request.max_tokens} needs {need} KV blocks, the pool has "
+                             f"{self.kv.pool.num_usable_blocks} (num_gpu_blocks)")
         self.requests[rid] = request
         self.waiting.append(request)
 
@@ -185,6 +190,11 @@ class BasePolicy:
             out = self._append_tokens(req, tokens)
             if out is not None:
                 outputs.append(out)
+        for rid in sorted(result.failed_kv_load_ids):
+            req = self.requests.get(rid)
+            if req is not None:
+                self._on_stop(req, RequestStatus.FINISHED_ERROR)
+                outputs.append(RequestOutput(rid, [], RequestStatus.FINISHED_ERROR))
         self._after_update(plan)
         return outputs
 
@@ -232,9 +242,11 @@ class BasePolicy:
         return None
 
     def _on_stop(self, req: Request, status: RequestStatus) -> None:
-        """A request stopped on a sampled token: leave the queues, free, report."""
+        """A request stopped (sampled stop, or its KV load failed): leave the queues, free, report."""
         if req in self.running:
             self.running.remove(req)
+        if req in self.waiting:
+            self.waiting.remove(req)
         self._on_leave(req)
         self._finish(req, status)
 

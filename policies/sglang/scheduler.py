@@ -229,7 +229,9 @@ class SGLangOverlapPolicy(BasePolicy):
 
     # ---- leaving ----
     def _on_leave(self, req: Request) -> None:
-        """Free KV and the request-pool row; a leaving chunked request stops being chunked."""
+        """Free KV and the request-pool row; a batch member leaving un-fills the running batch."""
+        if req.request_id in self.pool.slot_of:
+            self.batch_is_full = False
         super()._on_leave(req)
         self.pool.free(req.request_id)
         if req is self.chunked_req:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from schedsim.policies import Request, RequestOutput, StepPlan, StepResult
+from schedsim.policies import Request, RequestOutput, RequestStatus, StepPlan, StepResult
 
 EOS = 2
 
@@ -98,3 +98,37 @@ def _collect(trace: Trace, outputs: list[RequestOutput]) -> None:
         if out.finish_reason is not None:
             assert out.request_id not in trace.finish, f"{out.request_id} finished twice"
             trace.finish[out.request_id] = out.finish_reason
+
+
+def check_run(make, spec: list[tuple[int, int, int | None, int]], arrivals_at: list[int],
+              cap=lambda prompt_len, max_tokens: max_tokens) -> Trace:
+    """Run a workload twice; assert exact tokens, finishes, and identical plans (determinism).
+
+    spec: (prompt_len, max_tokens, eos_index or None, priority) per request; `cap` is the output
+    cap the policy enforces (max_tokens clipped to max_model_len or to the pool).
+    """
+    traces = []
+    for _ in range(2):
+        reqs = [make_request(f"r{i}", p, m, priority=pr) for i, (p, m, _, pr) in enumerate(spec)]
+        eos = {f"r{i}": e for i, (_, _, e, _) in enumerate(spec) if e is not None}
+        arrivals: dict[int, list[Request]] = {}
+        for req, at in zip(reqs, arrivals_at, strict=True):
+            arrivals.setdefault(at, []).append(req)
+        first = arrivals.pop(0, [])
+        traces.append(run(make(), first, eos_at=eos, arrivals=arrivals, max_iters=5000))
+    a, b = traces
+    assert [(p.num_scheduled_tokens, p.context_lens, p.new_req_ids, p.preempted_req_ids)
+            for p in a.plans] == [(p.num_scheduled_tokens, p.context_lens, p.new_req_ids,
+                                   p.preempted_req_ids) for p in b.plans]
+    for i, (p, m0, e, _) in enumerate(spec):
+        rid = f"r{i}"
+        m = cap(p, m0)
+        n = m if e is None or e >= m else e + 1
+        expected = [1000 + k for k in range(n)]
+        if e is not None and e < m:
+            expected[-1] = EOS
+        assert a.tokens.get(rid) == expected, rid
+        stopped = e is not None and e < m - 1  # at the last allowed token, length wins
+        want = RequestStatus.FINISHED_STOPPED if stopped else RequestStatus.FINISHED_LENGTH_CAPPED
+        assert a.finish[rid] == want, (rid, a.finish[rid])
+    return a
