@@ -16,7 +16,7 @@ from collections import deque
 from collections.abc import Generator, Iterable
 from typing import Any, Protocol
 
-from .policies import Policy, Request, RequestOutput, StepPlan, StepResult
+from .policies import Policy, Request, RequestOutput, RequestStatus, StepPlan, StepResult
 from .waits import POLL, POLL_ABORTS, WAIT_ARRIVAL, CpuPhase, Inputs, Launch, Sample, WaitStep
 
 Waits = Generator[Any, Any, None]
@@ -109,10 +109,15 @@ class Engine:
         request_ids = list(request_ids)
         held = {r.request_id for r in self._held}
         ids = [rid for rid in request_ids if rid not in held]
+        aborted: list[Request] = []
         if len(ids) < len(request_ids):  # aborted before the policy ever saw them
             gone = set(request_ids)
+            for req in self._held:
+                if req.request_id in gone:
+                    req.status = RequestStatus.FINISHED_ABORTED  # never handed to the policy
+                    aborted.append(req)
             self._held = [r for r in self._held if r.request_id not in gone]
-        aborted = self.policy.abort_requests(ids)
+        aborted += self.policy.abort_requests(ids)
         for req in aborted:
             self.requests.pop(req.request_id, None)
         if aborted:
@@ -128,7 +133,7 @@ class Engine:
         yield CpuPhase("schedule", n_reqs, n_tok, idx)
         self.observer.on_schedule(idx, plan)
         if self.check_invariants:
-            self.policy.check_invariants()
+            self._check()
         yield CpuPhase("prepare_inputs", n_reqs, n_tok, idx)
         return plan, idx
 
@@ -144,7 +149,7 @@ class Engine:
                 self.requests.pop(out.request_id, None)
         self.observer.on_update(idx, plan, result, outputs)
         if self.check_invariants:
-            self.policy.check_invariants()
+            self._check()
 
     def _note_progress(self, plan: StepPlan) -> None:
         """Count empty plans made with nothing in flight (the loop then waits for input)."""
@@ -192,6 +197,15 @@ class Engine:
         if deferred is not None:
             yield Sample(deferred[0])
             queue.appendleft(deferred)
+
+    def _check(self) -> None:
+        """The policy's own invariants plus counters no policy may drive negative."""
+        self.policy.check_invariants()
+        for req in self.requests.values():
+            for name in ("num_output_placeholders", "num_computed_tokens", "num_in_flight_tokens",
+                         "num_stale_output_tokens"):
+                if getattr(req, name) < 0:
+                    raise AssertionError(f"request {req.request_id}: {name} = {getattr(req, name)} < 0")
 
     def _stuck_message(self) -> str:
         """Name the requests a policy can never schedule."""

@@ -2,7 +2,11 @@
 
 It implements schedsim.policies.Executor. `launch` does all the work at once (the result depends
 only on the plan and the requests' state at launch); the world decides when the result becomes
-visible. A request counts as a decode when it computes exactly one new token past its prompt
+visible. The executor keeps, like a model runner, each running request's true next output position:
+with async scheduling and speculative decoding the plan's context lengths are optimistic (they
+assume every draft is accepted), so a continuing request samples at its true position, while a
+new or resumed request (its worker state rebuilt) samples at the position its plan implies.
+A request counts as a decode when it computes exactly one new token past its prompt
 (plus verified drafts); anything else, including a resumed request recomputing its prompt and
 outputs after preemption, is a prefill chunk.
 """
@@ -45,6 +49,7 @@ class SimExecutor:
         self.oracle = oracle
         self.latency_model = latency_model
         self.propose_drafts = propose_drafts
+        self._next: dict[str, int] = {}  # request id -> next output position on the "worker"
 
     def launch(self, plan: StepPlan, requests: Mapping[str, Request], step: int = -1,
                defer_sampling: bool = False) -> SimStep:
@@ -69,6 +74,11 @@ class SimExecutor:
         sampled, drafts = result.sampled_token_ids, result.draft_token_ids
         prefills, decodes = shape.prefills, shape.decodes
         check_kv = bool(oracle._kv_fail)
+        nxt = self._next
+        for ids in (plan.finished_req_ids, plan.preempted_req_ids, plan.paused_req_ids,
+                    plan.new_req_ids, plan.resumed_req_ids):
+            for rid in ids:
+                nxt.pop(rid, None)
         for rid, n in plan.num_scheduled_tokens.items():
             req = requests[rid]
             ctx = ctxs[rid]
@@ -90,9 +100,10 @@ class SimExecutor:
             if end < prompt + len(req.output_token_ids):
                 sampled[rid] = []  # a prefill chunk samples nothing
                 continue
-            index = end - prompt
+            index = nxt.get(rid, end - prompt)
             toks = oracle.sample(req, index, k)
             sampled[rid] = toks
+            nxt[rid] = index + len(toks)
             if self.propose_drafts and req.num_spec_tokens:
                 drafts[rid] = oracle.propose(req, index + len(toks) - 1)
         h.num_prefill_reqs = len(prefills)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import zlib
+from array import array
+
 import numpy as np
 import pandas as pd
 
@@ -43,20 +46,24 @@ def requests_table(m: MetricsRecorder, targets: list[int], rejected: set[str]) -
         "num_recomputed_tokens": np.array([r.num_recomputed_tokens for r in reqs], dtype=np.int64),
         "num_truncated_tokens": np.array([r.num_truncated_tokens for r in reqs], dtype=np.int64),
         "hol_blocking_time": np.array(b.hol, dtype=float),
+        "output_hash": np.array([output_hash(r.output_token_ids) for r in reqs], dtype=np.int64),
     })
+
+
+def output_hash(tokens: list[int]) -> int:
+    """CRC32 of a request's output token ids: equal hashes mean equal outputs across runs."""
+    return zlib.crc32(array("q", tokens).tobytes())
 
 
 def steps_table(m: MetricsRecorder) -> pd.DataFrame:
     """One row per launched step."""
     s = m.steps
-    n = len(s["schedule_time"])
-    df = pd.DataFrame({"step": np.arange(n, dtype=np.int64)})
+    cols: dict[str, object] = {"step": np.arange(len(s["schedule_time"]), dtype=np.int64)}
     for name in STEP_FIELDS:
-        df[name] = s[name]
+        cols[name] = np.asarray(s[name], dtype=bool if name == "deferred_sampling" else None)
         if name == "end":
-            df["duration"] = df["end"] - df["start"]
-    df["deferred_sampling"] = df["deferred_sampling"].astype(bool)
-    return df
+            cols["duration"] = cols["end"] - cols["start"]
+    return pd.DataFrame(cols)
 
 
 def timeline_table(m: MetricsRecorder) -> pd.DataFrame:

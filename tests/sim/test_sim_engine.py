@@ -1,0 +1,148 @@
+"""The engine loop's wait protocol, driven by hand (no SimPy): pins the order of waits."""
+
+from __future__ import annotations
+
+from schedsim.engine import Engine, PolicyStuckError
+from schedsim.executor import SimExecutor
+from schedsim.oracle import WorkloadOracle
+from schedsim.policies import Request, StepPlan, make_policy
+from schedsim.waits import CpuPhase, Inputs, Launch, PollInputs, Sample, WaitArrival, WaitStep
+
+
+class ConstLatency:
+    """One millisecond per step."""
+
+    name = "const"
+
+    def step_time(self, shape) -> float:
+        return 1e-3
+
+    def describe(self) -> dict:
+        return {"name": self.name}
+
+
+def drive(engine: Engine, requests: list[Request], targets: dict[str, int],
+          aborts_at_update: dict[int, list[str]] | None = None) -> list[tuple]:
+    """Resolve waits immediately; all requests arrive at the first WaitArrival. Returns the log."""
+    oracle = WorkloadOracle(seed=1)
+    for rid, t in targets.items():
+        oracle.add(rid, t)
+    ex = SimExecutor(oracle, ConstLatency())
+    log: list[tuple] = []
+    pending = list(requests)
+    gen = engine.run()
+    value = None
+    updates = 0
+    while True:
+        try:
+            w = gen.send(value)
+        except StopIteration:
+            return log
+        value = None
+        if isinstance(w, CpuPhase):
+            log.append((w.kind, w.step))
+            if w.kind == "update_from_output":
+                updates += 1
+        elif isinstance(w, Launch):
+            value = ex.launch(w.plan, w.requests, w.step, w.defer_sampling)
+            log.append(("launch", w.step, w.defer_sampling))
+        elif isinstance(w, WaitStep):
+            value = ex.collect(w.handle)
+            log.append(("wait", w.handle.step))
+        elif isinstance(w, Sample):
+            log.append(("sample", w.handle.step))
+        elif isinstance(w, PollInputs):
+            ids = (aborts_at_update or {}).pop(updates, []) if w.aborts_only else []
+            value = Inputs(abort_ids=ids)
+        elif isinstance(w, WaitArrival):
+            value = Inputs(requests=pending) if pending else None
+            pending = []
+            log.append(("wait_arrival",))
+
+
+def _policy(name: str, **kw):
+    return make_policy(name, num_gpu_blocks=200, max_num_batched_tokens=64, max_num_seqs=8,
+                       max_model_len=512, **kw)
+
+
+def test_sync_step_blocks_on_each_step_before_scheduling_the_next():
+    eng = Engine(_policy("vllm"))
+    log = drive(eng, [Request("a", 0.0, 10, 3)], {"a": 10})
+    kinds = [e[0] for e in log]
+    assert kinds[:8] == ["wait_arrival", "schedule", "prepare_inputs", "launch", "wait", "d2h_copy",
+                         "update_from_output", "schedule"]
+    # prefill samples 1, two decodes reach max_tokens=3, then one empty step carries the
+    # finished id to the executor (has_requests() stays true until it is reported)
+    assert [e[1] for e in log if e[0] == "wait"] == [0, 1, 2, 3]
+    assert kinds[-1] == "wait_arrival"
+
+
+def test_batch_queue_schedules_next_step_before_waiting_on_previous():
+    eng = Engine(_policy("vllm-async"))
+    assert eng.depth == 2
+    log = drive(eng, [Request("a", 0.0, 10, 4)], {"a": 10})
+    seq = [(e[0], e[1]) for e in log if e[0] in ("launch", "wait")]
+    # step 1 is launched before step 0 is waited on; then one launch per wait
+    assert seq[:4] == [("launch", 0), ("launch", 1), ("wait", 0), ("launch", 2)]
+    waits = [e[1] for e in log if e[0] == "wait"]
+    assert waits == sorted(waits) and len(set(waits)) == len(waits)
+
+
+def test_deferred_sampling_waits_for_previous_output_then_samples():
+    eng = Engine(_policy("vllm-async"))
+    req = Request("s", 0.0, 10, 5, structured_output=True)
+    log = drive(eng, [req], {"s": 10})
+    deferred = [e for e in log if e[0] == "launch" and e[2]]
+    assert deferred, "a structured-output decode with a token in flight must defer sampling"
+    for d in deferred:
+        i = log.index(d)
+        after = log[i + 1:]
+        # the previous step is waited on and updated before the deferred step is released
+        sample_at = after.index(("sample", d[1]))
+        assert any(e[0] == "update_from_output" and e[1] < d[1] for e in after[:sample_at])
+    assert req.num_output_tokens == 5
+
+
+def test_abort_during_step_is_applied_before_update():
+    eng = Engine(_policy("vllm-async"))
+    a, b = Request("a", 0.0, 10, 50), Request("b", 0.0, 10, 50)
+    drive(eng, [a, b], {"a": 100, "b": 100}, aborts_at_update={2: ["a"]})
+    assert a.status.name == "FINISHED_ABORTED"
+    assert b.num_output_tokens == 50 and b.is_finished
+
+
+class NeverSchedules:
+    """A policy that accepts requests and never schedules them."""
+
+    max_concurrent_batches = 1
+
+    def __init__(self) -> None:
+        self.reqs: list[Request] = []
+
+    def add_request(self, request: Request) -> None:
+        self.reqs.append(request)
+
+    def abort_requests(self, ids):
+        return []
+
+    def has_requests(self) -> bool:
+        return bool(self.reqs)
+
+    def schedule(self) -> StepPlan:
+        return StepPlan.make_empty()
+
+    def update_from_output(self, plan, result):
+        return []
+
+    def get_request_counts(self):
+        return 0, len(self.reqs)
+
+
+def test_stuck_policy_raises_instead_of_spinning():
+    eng = Engine(NeverSchedules())
+    try:
+        log = drive(eng, [Request("big", 0.0, 200, 2)], {"big": 2})
+    except PolicyStuckError as exc:
+        assert "big" in str(exc)
+    else:
+        raise AssertionError(f"expected PolicyStuckError, got {log}")
