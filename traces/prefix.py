@@ -51,16 +51,45 @@ def chain(hashes: tuple[int, ...]) -> np.ndarray:
     return out
 
 
-def reblock(hashes: tuple[int, ...], prompt_tokens: int, source: int, target: int) -> tuple[int, ...]:
-    """One request's values at block size `target` (see the module docstring)."""
+def reblock_array(hashes: tuple[int, ...], prompt_tokens: int, source: int,
+                  target: int) -> np.ndarray:
+    """One request's values at block size `target` (see the module docstring), as int64."""
     n = prompt_tokens // target
-    ends = (np.arange(1, n + 1, dtype=np.int64)) * target
+    ends = np.arange(1, n + 1, dtype=np.int64) * target
     j = (ends - 1) // source
     j = j[j < len(hashes)]
     if j.size == 0:
-        return ()
-    c = chain(hashes)
-    return tuple(mix_array(c[j], ends[: j.size]).tolist())
+        return np.empty(0, dtype=np.int64)
+    return mix_array(chain(hashes)[j], ends[: j.size])
+
+
+def reblock(hashes: tuple[int, ...], prompt_tokens: int, source: int, target: int) -> tuple[int, ...]:
+    """Tuple form of `reblock_array`, as the policies' Request wants it."""
+    return tuple(reblock_array(hashes, prompt_tokens, source, target).tolist())
+
+
+def _source_size(workload: pd.DataFrame) -> int | None:
+    """The stored hashes' block size; an error if hashes exist without one."""
+    if "prompt_block_hashes" not in workload.columns:
+        return None
+    source = workload.attrs.get(ATTR_PREFIX_BLOCK_SIZE)
+    if source is None and workload["prompt_block_hashes"].notna().any():
+        raise TraceError(f"prompt_block_hashes without attrs[{ATTR_PREFIX_BLOCK_SIZE!r}]",
+                         str(workload.attrs.get(ATTR_SOURCE, "<workload>")), None,
+                         "prompt_block_hashes")
+    return None if source is None else int(source)
+
+
+def _arrays(workload: pd.DataFrame, block_size: int) -> list[np.ndarray | None]:
+    """Per request, the re-blocked values as arrays (None: no prefix information)."""
+    if block_size < 1:
+        raise TraceError(f"block_size must be >= 1, got {block_size}", field="block_size")
+    source = _source_size(workload)
+    if source is None:
+        return [None] * len(workload)
+    prompts = workload["prompt_tokens"].to_numpy(dtype=np.int64)
+    return [None if h is None else reblock_array(tuple(h), int(p), source, block_size)
+            for h, p in zip(workload["prompt_block_hashes"].tolist(), prompts, strict=True)]
 
 
 def block_hashes_at(workload: pd.DataFrame, block_size: int) -> list[tuple[int, ...] | None]:
@@ -70,39 +99,24 @@ def block_hashes_at(workload: pd.DataFrame, block_size: int) -> list[tuple[int, 
     may be shorter than prompt_tokens // block_size when the source hashes end early; blocks
     past its end are unique to the request.
     """
-    if block_size < 1:
-        raise TraceError(f"block_size must be >= 1, got {block_size}", field="block_size")
-    if "prompt_block_hashes" not in workload.columns:
-        return [None] * len(workload)
-    source = workload.attrs.get(ATTR_PREFIX_BLOCK_SIZE)
-    hashes = workload["prompt_block_hashes"].tolist()
-    if source is None:
-        if any(h is not None for h in hashes):
-            raise TraceError(f"prompt_block_hashes without attrs[{ATTR_PREFIX_BLOCK_SIZE!r}]",
-                             str(workload.attrs.get(ATTR_SOURCE, "<workload>")), None,
-                             "prompt_block_hashes")
-        return [None] * len(workload)
-    prompts = workload["prompt_tokens"].to_numpy(dtype=np.int64)
-    return [None if h is None else reblock(tuple(h), int(p), int(source), block_size)
-            for h, p in zip(hashes, prompts, strict=True)]
+    return [None if a is None else tuple(a.tolist()) for a in _arrays(workload, block_size)]
 
 
 def prefix_sharing(workload: pd.DataFrame, block_size: int = 16) -> dict[str, float]:
-    """Share of prompt tokens an unbounded prefix cache could serve, replaying in arrival order."""
-    seen: set[int] = set()
-    hit = total_blocks = 0
-    for values in block_hashes_at(workload, block_size):
-        if not values:
-            continue
-        total_blocks += len(values)
-        for k, v in enumerate(values):
-            if v not in seen:
-                hit += k  # the cached prefix ends at the first miss
-                seen.update(values[k:])
-                break
-        else:
-            hit += len(values)
+    """Share of prompt tokens an unbounded prefix cache could serve, replaying in arrival order.
+
+    Values are prefix-chained, so a block is a hit exactly when an earlier request produced
+    the same value; one np.unique over all values finds every first occurrence.
+    """
+    arrays = [a for a in _arrays(workload, block_size) if a is not None and a.size]
     prompt = int(workload["prompt_tokens"].sum()) if len(workload) else 0
+    hit = 0
+    if arrays:
+        values = np.concatenate(arrays)
+        owner = np.repeat(np.arange(len(arrays)), [a.size for a in arrays])
+        _, first, inverse = np.unique(values, return_index=True, return_inverse=True)
+        hit = int((owner[first][inverse] < owner).sum())
+    total = sum(a.size for a in arrays)
     return {"cacheable_tokens": float(hit * block_size),
             "prefix_sharing_ratio": hit * block_size / prompt if prompt else 0.0,
-            "blocks_with_hashes": float(total_blocks)}
+            "blocks_with_hashes": float(total)}

@@ -16,18 +16,25 @@ _SYS, _USER, _REPLY, _BODY = 1, 2, 3, 4
 
 
 class PromptHasher:
-    """Walks a prompt segment by segment, emitting a value at every full block end.
+    """Walks prompts segment by segment, giving a value at every full block end.
 
     A segment is (content key, length); equal keys mean equal content. The value at block end
-    e is mix(mix(chain, key), e - segment start), where chain names all earlier segments, so
-    two prompts get equal values exactly where their token prefixes are equal.
+    e is mix(mix(chain, key), e - segment start), where chain names all earlier segments of the
+    prompt, so two prompts get equal values exactly where their token prefixes are equal. All
+    values of all prompts are computed in one vectorised pass at the end.
     """
 
     def __init__(self, block: int) -> None:
         self.block = block
-        self.chain = _SEED
-        self.pos = 0
-        self.values: list[int] = []
+        self.heads: list[int] = []
+        self.rels: list[np.ndarray] = []
+        self.count = 0
+        self.begin = 0
+        self.new_prompt()
+
+    def new_prompt(self) -> None:
+        """Start a fresh token sequence (a new session or a single request)."""
+        self.chain, self.pos, self.begin = _SEED, 0, self.count
 
     def extend(self, key: int, length: int) -> None:
         """Append one segment of `length` tokens with content `key`."""
@@ -36,11 +43,32 @@ class PromptHasher:
         start, end = self.pos, self.pos + length
         head = mix(self.chain, key)
         first = (start // self.block + 1) * self.block
-        ends = np.arange(first, end + 1, self.block, dtype=np.int64)
-        if ends.size:
-            self.values.extend(mix_array(np.full(ends.size, head, np.uint64), ends - start).tolist())
-        self.chain = mix(head, length)
-        self.pos = end
+        rel = np.arange(first, end + 1, self.block, dtype=np.int64) - start
+        if rel.size:
+            self.heads.append(head)
+            self.rels.append(rel)
+            self.count += rel.size
+        self.chain, self.pos = mix(head, length), end
+
+    def mark(self) -> tuple[int, int]:
+        """The slice of values covering the current prompt's full blocks so far."""
+        return self.begin, self.count
+
+    def values(self) -> np.ndarray:
+        """Every value, in the order the segments were added."""
+        if not self.rels:
+            return np.empty(0, dtype=np.int64)
+        heads = np.repeat(np.array(self.heads, dtype=np.uint64), [r.size for r in self.rels])
+        return mix_array(heads, np.concatenate(self.rels))
+
+
+def _tuples(hasher: PromptHasher, marks: list[tuple[int, int]]) -> np.ndarray:
+    """Materialise each request's hash tuple from its slice."""
+    values = hasher.values().tolist()
+    out = np.empty(len(marks), dtype=object)
+    for i, (a, b) in enumerate(marks):
+        out[i] = tuple(values[a:b])
+    return out
 
 
 def _key(kind: int, *parts: int) -> int:
@@ -61,13 +89,14 @@ def _single(c: ClassSpec, ci: int, ev: np.ndarray, t: np.ndarray, rng: np.random
     cols = {"event": ev, "turn_i": np.zeros(m, np.int64), "arrival_time": t[ev],
             "prompt_tokens": body + c.system_prompt_tokens, "output_tokens": out}
     if c.shares_prefixes:
-        hashes = np.empty(m, dtype=object)
+        h = PromptHasher(block)
+        marks = []
         for i in range(m):
-            h = PromptHasher(block)
+            h.new_prompt()
             h.extend(_key(_SYS, ci, int(sys_id[i])), c.system_prompt_tokens)
             h.extend(_key(_BODY, ci, int(ev[i])), int(body[i]))
-            hashes[i] = tuple(h.values)
-        cols["prompt_block_hashes"] = hashes
+            marks.append(h.mark())
+        cols["prompt_block_hashes"] = _tuples(h, marks)
     return cols
 
 
@@ -86,14 +115,16 @@ def _sessions(c: ClassSpec, ci: int, ev: np.ndarray, t: np.ndarray, rng: np.rand
     gaps[first] = 0.0
     arrival = t[ev][owner] + _grouped_cumsum(gaps, first, owner)
     history = _grouped_cumsum(user + reply, first, owner) - (user + reply)
-    hashes = np.empty(total, dtype=object)
+    h = PromptHasher(block)
+    marks = []
     for s in range(len(ev)):
-        h = PromptHasher(block)
+        h.new_prompt()
         h.extend(_key(_SYS, ci, int(sys_id[s])), c.system_prompt_tokens)
         for r in range(first[s], first[s] + turns[s]):
             h.extend(_key(_USER, ci, int(ev[s]), int(turn_i[r])), int(user[r]))
-            hashes[r] = tuple(h.values)
+            marks.append(h.mark())
             h.extend(_key(_REPLY, ci, int(ev[s]), int(turn_i[r])), int(reply[r]))
+    hashes = _tuples(h, marks)
     return {"event": ev[owner], "turn_i": turn_i, "arrival_time": arrival,
             "prompt_tokens": c.system_prompt_tokens + history + user, "output_tokens": reply,
             "prompt_block_hashes": hashes}
