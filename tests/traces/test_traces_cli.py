@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 import schedsim.traces as T
 from schedsim.cli_trace import add_trace_parser, handle_trace
 

@@ -7,7 +7,6 @@ import warnings
 from pathlib import Path
 
 import pytest
-
 import schedsim.traces as T
 
 AZ_HEAD = "TIMESTAMP,ContextTokens,GeneratedTokens\n"

@@ -11,10 +11,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import schedsim.traces as T
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-import schedsim.traces as T
 
 DATA = Path(T.__file__).parent / "data"
 AZURE = b"".join(open(DATA / "AzureLLMInferenceTrace_conv.csv", "rb").readlines()[:25])

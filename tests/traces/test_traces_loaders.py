@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-
 import schedsim.traces as T
 
 DATA = Path(T.__file__).parent / "data"

@@ -10,10 +10,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import schedsim.traces as T
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-import schedsim.traces as T
 
 DATA = Path(T.__file__).parent / "data"
 
@@ -101,10 +100,10 @@ def test_session_turns_extend_earlier_prompts_exactly() -> None:
     h = dict(zip(df["request_id"], T.block_hashes_at(df, 16), strict=True))
     rows = df.set_index("request_id")
     checked = 0
-    for sid, g in df.groupby("session_id"):
+    for _sid, g in df.groupby("session_id"):
         g = g.sort_values("turn")
         prev = None
-        for rid, turn in zip(g["request_id"], g["turn"], strict=True):
+        for rid in g["request_id"]:
             if prev is not None:
                 assert h[rid][: len(h[prev])] == h[prev]  # later turn contains the earlier prompt
                 p, r = rows.loc[prev], rows.loc[rid]
