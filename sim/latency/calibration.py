@@ -79,3 +79,41 @@ def fitted_roofline_config(gpu: GpuSpec, calibration: dict[str, Any] | None = No
                 label = name if name == gpu.name else f"{name} for {gpu.name}"
                 return _config(gpus[name]["config"], f"{origin} {where} [{label}]")
     return RooflineConfig.from_gpu(gpu)
+
+
+def calibrate_from_args(args: Any) -> tuple[Path, str]:
+    """`schedsim calibrate`: one of --profile, --steps or --cpu; returns (path, summary)."""
+    out = Path(args.out)
+    if args.profile:
+        from .profiles import import_vidur, write_profiles
+
+        folder = out.parent / f"{out.stem}_profiles"
+        profiles = import_vidur(args.profile)
+        write_profiles(profiles, folder)
+        cal = fit_roofline(profiles, source=str(args.profile))
+        cal["profiles"] = folder.name
+        lines = [f"{g}: " + ", ".join(f"{op} {e['median_rel_err']:.1%}/{e['p90_rel_err']:.1%}"
+                                      for op, e in entry["fit_error"].items())
+                 for g, entry in cal["gpus"].items()]
+        summary = (f"imported {len(profiles.keys())} (model, gpu, tp) profiles into {folder}\n"
+                   "roofline fit, median/p90 relative error per operator:\n" + "\n".join(lines))
+    elif args.steps:
+        from .fitted import fit_step_model, read_step_csv
+
+        cal = fit_step_model(read_step_csv(args.steps), source=str(args.steps), model=args.model,
+                             gpu=args.gpu, tp=args.tp)
+        summary = (f"fitted {cal['num_steps']} steps: {cal['coefficients']}\n"
+                   f"in-sample median/p90 error {cal['fit_error']['median_rel_err']:.1%}/"
+                   f"{cal['fit_error']['p90_rel_err']:.1%}; 5-fold held-out "
+                   f"{cal['cv_error']['median_rel_err']:.1%}/{cal['cv_error']['p90_rel_err']:.1%}")
+    else:
+        from dataclasses import asdict
+
+        from .cpu_calibrate import calibrate_cpu_costs
+
+        cfg = calibrate_cpu_costs(args.policy)
+        cal = {"kind": "cpu-cost", "scale": cfg.scale, "source": cfg.source,
+               "phases": {k: asdict(v) for k, v in cfg.phases.items()}}
+        summary = "\n".join(f"{k}: base {v['base'] * 1e6:.1f} us + {v['per_req'] * 1e6:.2f} us/req"
+                            for k, v in cal["phases"].items())
+    return write_calibration(cal, out), summary

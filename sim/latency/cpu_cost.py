@@ -67,7 +67,7 @@ class CpuCostConfig:
     @classmethod
     def from_dict(cls, raw: dict) -> CpuCostConfig:
         """Build from JSON/TOML: {"scale": s, "phases": {kind: {base, per_req, per_token}}}."""
-        unknown = sorted(set(raw) - {"scale", "phases", "source"})
+        unknown = sorted(set(raw) - {"scale", "phases", "source", "kind"})
         if unknown:
             raise ValueError(f"CpuCostConfig: unknown field(s) {unknown}")
         phases = _defaults()
@@ -112,3 +112,20 @@ class CpuCostModel:
         """Recorded in the run's config JSON."""
         return {"scale": self.config.scale, "source": self.config.source,
                 "phases": {k: asdict(v) for k, v in self.config.phases.items()}}
+
+
+def load_cpu_cost(path: str) -> CpuCostModel:
+    """A CPU-cost model from a "cpu-cost" calibration file (`schedsim calibrate --cpu`)."""
+    import json
+    from pathlib import Path
+
+    try:
+        raw = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read CPU-cost calibration: {exc}") from exc
+    if raw.get("kind", "cpu-cost") != "cpu-cost":
+        raise ValueError(f"{path}: field 'kind' is {raw.get('kind')!r}, expected 'cpu-cost'")
+    try:
+        return CpuCostModel(CpuCostConfig.from_dict(raw))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: {exc}") from exc
