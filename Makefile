@@ -15,7 +15,7 @@ venv: $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev]'
 
 venv-backend: venv
-	$(BIN)/pip install -q '$(TORCH)' 'triton'
+	$(BIN)/pip install -q '$(TORCH)' 'triton==3.7.1'
 	$(BIN)/pip install -q -e '.[dev,backend]'
 
 run: venv

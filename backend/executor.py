@@ -1,0 +1,232 @@
+"""RealExecutor: runs StepPlans on the real model (the Executor protocol of schedsim.policies).
+
+On CUDA `launch` only enqueues: inputs go up from pinned memory, placeholders are filled from the
+previous step's sampled tensor on the device, the forward and sampling run on the compute stream,
+and the sampled ids come back on a copy stream into pinned memory with an event that `collect`
+waits on. On a CPU the same steps run in order, either inline or on one worker thread that plays
+the device (so scheduling overlaps compute, as with a GPU).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from schedsim.policies.plan import StepPlan, StepResult
+from schedsim.policies.request import Request
+
+from .config import load_model_config
+from .input_batch import HostBatch, RequestState, prepare_batch, register_placeholders
+from .kernels import AttentionMetadata, get_ops
+from .kv_cache import PagedKVCache
+from .model import DTYPES, LlamaModel
+from .sampling import SamplingConfig, sample
+from .weights import build_model, load_checkpoint
+
+
+@dataclass
+class ExecutorConfig:
+    """How the real backend runs: model, device, kernels, KV pool (must match the policy's)."""
+
+    model: str = "tiny"  # a preset name, a config.json, or a checkpoint folder (with safetensors)
+    block_size: int = 16
+    num_blocks: int = 1024
+    device: str = "auto"  # auto | cpu | cuda
+    ops: str = "auto"  # auto (Triton on CUDA, torch on CPU) | torch | triton
+    dtype: str | None = None  # default: float32 on CPU, the config's dtype on CUDA
+    seed: int = 0  # random weights
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    cpu_worker_thread: bool = False  # CPU only: run device work on a worker thread
+
+    def __post_init__(self) -> None:
+        """Reject unknown choices, naming the field."""
+        if self.device not in ("auto", "cpu", "cuda"):
+            raise ValueError(f"ExecutorConfig.device must be auto, cpu or cuda, got {self.device!r}")
+        if self.ops not in ("auto", "torch", "triton"):
+            raise ValueError(f"ExecutorConfig.ops must be auto, torch or triton, got {self.ops!r}")
+        if self.dtype is not None and self.dtype not in DTYPES:
+            raise ValueError(f"ExecutorConfig.dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+        if self.block_size < 1 or self.num_blocks < 2:
+            raise ValueError("ExecutorConfig: block_size must be >= 1 and num_blocks >= 2")
+
+
+@dataclass(eq=False)
+class StepHandle:
+    """A launched step: what `collect` waits on. `tokens` is set once the ids are on the host."""
+
+    step_id: int
+    req_ids: list[str]
+    sample_req_ids: list[str]
+    launch_time: float
+    batch: HostBatch | None = None
+    sampled: torch.Tensor | None = None  # on the device, read by the next step's placeholder fill
+    sampled_host: torch.Tensor | None = None
+    ready: Any = None  # torch.cuda.Event on CUDA, Future with a worker thread
+    timing: tuple[Any, Any] | None = None  # CUDA events around the device work
+    tokens: list[int] | None = None
+    device_seconds: float = 0.0
+
+
+class RealExecutor:
+    """Executes plans on a Llama-style model with a paged KV cache; see the module docstring."""
+
+    def __init__(self, model: LlamaModel, config: ExecutorConfig) -> None:
+        self.config = config
+        self.model = model
+        self.device = model.device
+        self.ops = get_ops(config.ops)
+        self.cache = PagedKVCache(model.cfg, config.num_blocks, config.block_size, self.device, model.dtype)
+        self.states: dict[str, RequestState] = {}
+        self.cuda = self.device.type == "cuda"
+        if self.cuda:
+            self.compute_stream = torch.cuda.Stream(self.device)
+            self.copy_stream = torch.cuda.Stream(self.device)
+        self._worker = (ThreadPoolExecutor(1, thread_name_prefix="schedsim-device")
+                        if config.cpu_worker_thread and not self.cuda else None)
+
+    @classmethod
+    def from_config(cls, config: ExecutorConfig) -> RealExecutor:
+        """Build the model (random weights, or a local checkpoint folder) and the executor."""
+        device = torch.device("cuda" if config.device == "cuda" or (
+            config.device == "auto" and torch.cuda.is_available()) else "cpu")
+        dtype = DTYPES[config.dtype] if config.dtype else (None if device.type == "cuda" else torch.float32)
+        if _is_checkpoint(config.model):
+            model = load_checkpoint(config.model, device=device, dtype=dtype)
+        else:
+            model = build_model(load_model_config(config.model), config.seed, device, dtype)
+        return cls(model, config)
+
+    def describe(self) -> str:
+        """One line saying what runs where (the CLI prints it)."""
+        return (f"{self.model.cfg.num_params / 1e6:.2f}M-param model on {self.device} "
+                f"({self.model.dtype}), ops={self.ops.name}, KV {self.cache.nbytes / 2**20:.1f} MiB")
+
+    def launch(self, plan: StepPlan, requests: Mapping[str, Request]) -> StepHandle:
+        """Prepare inputs on the host and start the step; returns without waiting for the device."""
+        for rid in (*plan.finished_req_ids, *plan.preempted_req_ids, *plan.paused_req_ids):
+            self.states.pop(rid, None)
+        t0 = time.perf_counter()
+        batch = prepare_batch(plan, requests, self.states, self.cache)
+        handle = StepHandle(plan.step_id, batch.req_ids, batch.sample_req_ids, t0, batch)
+        if batch.num_tokens == 0:
+            handle.tokens = []
+            return handle
+        register_placeholders(batch, self.states, handle)
+        if self.cuda:
+            self._launch_cuda(handle)
+        elif self._worker is not None:
+            handle.ready = self._worker.submit(self._run_cpu, handle)
+        else:
+            self._run_cpu(handle)
+        return handle
+
+    def is_ready(self, handle: StepHandle) -> bool:
+        """Whether `collect` would return at once (for drivers that poll)."""
+        if handle.tokens is not None or handle.ready is None:
+            return True
+        return handle.ready.done() if isinstance(handle.ready, Future) else bool(handle.ready.query())
+
+    def collect(self, handle: StepHandle) -> StepResult:
+        """Wait for the step's sampled ids on the host and hand back the StepResult."""
+        if handle.tokens is None:
+            if isinstance(handle.ready, Future):
+                handle.ready.result()
+            elif handle.ready is not None:
+                handle.ready.synchronize()
+                start, end = handle.timing
+                handle.device_seconds = start.elapsed_time(end) / 1e3
+            handle.tokens = handle.sampled_host.tolist()
+        sampled = {rid: [] for rid in handle.req_ids}
+        for rid, tok in zip(handle.sample_req_ids, handle.tokens, strict=True):
+            sampled[rid] = [int(tok)]
+        handle.batch = None  # host buffers no longer needed
+        return StepResult(step_id=handle.step_id, sampled_token_ids=sampled,
+                          start_time=handle.launch_time, end_time=time.perf_counter())
+
+    def close(self) -> None:
+        """Stop the CPU worker thread, if any."""
+        if self._worker is not None:
+            self._worker.shutdown(wait=True)
+
+    # ---- device work -------------------------------------------------------------------------
+
+    def _upload(self, batch: HostBatch) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata]:
+        """Input ids, positions and metadata on the device (from pinned memory on CUDA)."""
+        pin = self.cuda
+        width = max(len(t) for t in batch.block_tables)
+        tables = [t + [0] * (width - len(t)) for t in batch.block_tables]
+
+        def up(values: list[Any], dtype: torch.dtype) -> torch.Tensor:
+            host = torch.tensor(values, dtype=dtype)
+            return host.pin_memory().to(self.device, non_blocking=True) if pin else host
+
+        meta = AttentionMetadata(up(batch.query_start_loc, torch.int32), up(batch.seq_lens, torch.int32),
+                                 up(tables, torch.int32), up(batch.slot_mapping, torch.int64),
+                                 max(b - a for a, b in zip(batch.query_start_loc[:-1],
+                                                           batch.query_start_loc[1:], strict=True)),
+                                 max(batch.seq_lens))
+        return up(batch.input_ids, torch.int64), up(batch.positions, torch.int64), meta
+
+    def _fill_placeholders(self, input_ids: torch.Tensor, batch: HostBatch) -> None:
+        """Copy previous steps' sampled tokens into the rows that feed on them, on the device."""
+        by_source: dict[int, tuple[Any, list[int], list[int]]] = {}
+        for row, pending in batch.fills:
+            src = by_source.setdefault(id(pending.handle), (pending.handle, [], []))
+            src[1].append(row)
+            src[2].append(pending.row)
+        for source, dst, rows in by_source.values():
+            if dst == rows and dst == list(range(len(dst))):
+                # The batch is unchanged: one slice copy, as vLLM's common case.
+                input_ids[:len(dst)].copy_(source.sampled[:len(dst)], non_blocking=True)
+                continue
+            index = torch.tensor(rows, dtype=torch.int64)
+            target = torch.tensor(dst, dtype=torch.int64)
+            if self.cuda:
+                index = index.pin_memory().to(self.device, non_blocking=True)
+                target = target.pin_memory().to(self.device, non_blocking=True)
+            input_ids.scatter_(0, target, source.sampled.index_select(0, index))
+
+    @torch.inference_mode()
+    def _forward_and_sample(self, handle: StepHandle) -> torch.Tensor:
+        """Upload, fill placeholders, run the model and sample: every op on the current stream."""
+        batch = handle.batch
+        input_ids, positions, meta = self._upload(batch)
+        self._fill_placeholders(input_ids, batch)
+        hidden = self.model(input_ids, positions, self.cache.layers, meta, self.ops)
+        rows = torch.tensor(batch.sample_rows, dtype=torch.int64)
+        logits = self.model.compute_logits(hidden.index_select(0, rows.to(self.device, non_blocking=True)))
+        return sample(logits, batch.sample_req_ids, batch.sample_positions, self.config.sampling)
+
+    def _run_cpu(self, handle: StepHandle) -> None:
+        """The whole step on the CPU (inline or on the worker thread)."""
+        t0 = time.perf_counter()
+        handle.sampled = self._forward_and_sample(handle)
+        handle.sampled_host = handle.sampled
+        handle.device_seconds = time.perf_counter() - t0
+
+    def _launch_cuda(self, handle: StepHandle) -> None:
+        """Enqueue the step on the compute stream and the D2H copy on the copy stream."""
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        with torch.cuda.stream(self.compute_stream):
+            start.record()
+            sampled = self._forward_and_sample(handle)
+            end.record()
+        handle.sampled, handle.timing = sampled, (start, end)
+        handle.sampled_host = torch.empty(sampled.shape, dtype=sampled.dtype, pin_memory=True)
+        handle.ready = torch.cuda.Event(blocking=True)
+        with torch.cuda.stream(self.copy_stream):
+            self.copy_stream.wait_stream(self.compute_stream)
+            handle.sampled_host.copy_(sampled, non_blocking=True)
+            handle.ready.record()
+
+
+def _is_checkpoint(model: str) -> bool:
+    """A folder holding config.json and safetensors weights."""
+    from pathlib import Path
+
+    path = Path(model)
+    return path.is_dir() and (path / "config.json").exists()

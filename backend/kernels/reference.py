@@ -1,0 +1,84 @@
+"""Torch references of every kernel: the CPU execution path and the oracle the Triton kernels match."""
+
+from __future__ import annotations
+
+import torch
+
+from .metadata import AttentionMetadata
+
+
+def rms_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float,
+                 residual: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """RMSNorm of (x + residual) in fp32; returns (normed, new residual) as vLLM's fused op does."""
+    h = x.float() if residual is None else x.float() + residual.float()
+    out = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
+    return out.to(x.dtype), h.to(x.dtype)
+
+
+def rotary_cos_sin(head_dim: int, max_positions: int, theta: float) -> torch.Tensor:
+    """[max_positions, head_dim] table: cos of each frequency, then sin (neox / HF Llama layout)."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    freqs = torch.outer(torch.arange(max_positions, dtype=torch.float64), inv_freq)
+    return torch.cat([freqs.cos(), freqs.sin()], dim=-1).float()
+
+
+def rotary_ref(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
+               cos_sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rotate q [T, Hq, D] and k [T, Hk, D] by their positions (rotate-half convention)."""
+    half = q.shape[-1] // 2
+    cs = cos_sin[positions.long()]
+    cos, sin = cs[:, None, :half], cs[:, None, half:]
+
+    def rot(x: torch.Tensor) -> torch.Tensor:
+        x1, x2 = x.float()[..., :half], x.float()[..., half:]
+        return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1).to(x.dtype)
+
+    return rot(q), rot(k)
+
+
+def silu_and_mul_ref(x: torch.Tensor) -> torch.Tensor:
+    """SwiGLU's gate: silu(x[:, :I]) * x[:, I:] for the merged gate/up projection."""
+    inter = x.shape[-1] // 2
+    g, u = x.float()[..., :inter], x.float()[..., inter:]
+    return (torch.nn.functional.silu(g) * u).to(x.dtype)
+
+
+def store_kv_ref(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor,
+                 value_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
+    """Write each token's K/V [T, Hk, D] into its slot of the paged cache; slot -1 is skipped."""
+    keep = slot_mapping >= 0
+    slots = slot_mapping[keep].long()
+    kc = key_cache.view(-1, *key_cache.shape[2:])
+    vc = value_cache.view(-1, *value_cache.shape[2:])
+    kc[slots] = key[keep].to(kc.dtype)
+    vc[slots] = value[keep].to(vc.dtype)
+
+
+def gather_kv(cache: torch.Tensor, block_table: torch.Tensor, seq_len: int) -> torch.Tensor:
+    """The first seq_len positions of one sequence's K or V, read page by page: [seq_len, Hk, D]."""
+    block_size = cache.shape[1]
+    num_pages = -(-seq_len // block_size)
+    pages = cache[block_table[:num_pages].long()]
+    return pages.reshape(-1, *cache.shape[2:])[:seq_len]
+
+
+def paged_attention_ref(q: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
+                        meta: AttentionMetadata, scale: float) -> torch.Tensor:
+    """Causal GQA attention of each sequence's new tokens over its whole paged KV: [T, Hq, D]."""
+    out = torch.empty_like(q)
+    qsl = meta.query_start_loc.tolist()
+    lens = meta.seq_lens.tolist()
+    group = q.shape[1] // key_cache.shape[2]
+    for i, seq_len in enumerate(lens):
+        start, end = qsl[i], qsl[i + 1]
+        if end == start:
+            continue
+        k = gather_kv(key_cache, meta.block_tables[i], seq_len).float().repeat_interleave(group, 1)
+        v = gather_kv(value_cache, meta.block_tables[i], seq_len).float().repeat_interleave(group, 1)
+        qi = q[start:end].float()
+        scores = torch.einsum("thd,shd->hts", qi, k) * scale
+        q_pos = torch.arange(seq_len - (end - start), seq_len)
+        mask = torch.arange(seq_len)[None, :] > q_pos[:, None]
+        scores.masked_fill_(mask[None], float("-inf"))
+        out[start:end] = torch.einsum("hts,shd->thd", scores.softmax(-1), v).to(q.dtype)
+    return out

@@ -1,0 +1,131 @@
+"""Kernels: the torch references against plain math, and the Triton kernels (interpreted on a CPU)
+against the references, plus the index checks that must fire before any launch."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from helpers import make_batch, max_err  # noqa: E402
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+from schedsim.backend.kernels import check_block_tables, check_slot_mapping, get_ops, triton_status  # noqa: E402
+from schedsim.backend.kernels import reference as ref  # noqa: E402
+
+TRITON_OK, TRITON_WHY = triton_status()
+needs_triton = pytest.mark.skipif(not TRITON_OK, reason=f"Triton kernels skipped: {TRITON_WHY}")
+
+
+def _dense_attention(q, k, v, context):
+    """Causal GQA attention over contiguous K/V [S, Hk, D] for queries at positions context..S-1."""
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, 1), v.repeat_interleave(group, 1)
+    s = torch.einsum("thd,shd->hts", q, k) / q.shape[-1] ** 0.5
+    allowed = torch.arange(k.shape[0])[None, :] <= (context + torch.arange(q.shape[0]))[:, None]
+    return torch.einsum("hts,shd->thd", s.masked_fill(~allowed, float("-inf")).softmax(-1), v)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 20), st.integers(1, 9)), min_size=1, max_size=4),
+       st.sampled_from([1, 3, 4]), st.integers(0, 10_000))
+def test_reference_paged_attention_equals_dense_attention(seqs, page, seed):
+    """Property: reading K/V page by page through a shuffled block table changes nothing."""
+    heads, kv_heads, dim, num_blocks = 4, 2, 8, 128
+    meta = make_batch(seqs, page, num_blocks, seed)
+    g = torch.Generator().manual_seed(seed)
+    kc = torch.randn(num_blocks, page, kv_heads, dim, generator=g)
+    vc = torch.randn(num_blocks, page, kv_heads, dim, generator=g)
+    q = torch.randn(int(meta.query_start_loc[-1]), heads, dim, generator=g)
+    out = ref.paged_attention_ref(q, kc, vc, meta, dim ** -0.5)
+    for i, (ctx, n) in enumerate(seqs):
+        a, b = int(meta.query_start_loc[i]), int(meta.query_start_loc[i + 1])
+        k = ref.gather_kv(kc, meta.block_tables[i], ctx + n)
+        v = ref.gather_kv(vc, meta.block_tables[i], ctx + n)
+        assert max_err(out[a:b], _dense_attention(q[a:b], k, v, ctx)) < 1e-5
+
+
+def test_reference_store_then_gather_round_trips():
+    meta = make_batch([(0, 6), (5, 2)], page=4, num_blocks=12)
+    kc, vc = torch.zeros(12, 4, 2, 3), torch.zeros(12, 4, 2, 3)
+    key, value = torch.randn(8, 2, 3), torch.randn(8, 2, 3)
+    ref.store_kv_ref(key, value, kc, vc, meta.slot_mapping)
+    assert torch.equal(ref.gather_kv(kc, meta.block_tables[0], 6), key[:6])
+    assert torch.equal(ref.gather_kv(vc, meta.block_tables[1], 7)[5:], value[6:])
+    assert float(kc[0].abs().sum()) == 0.0  # the null block is never written
+
+
+def test_index_checks_refuse_bad_tables_and_slots():
+    meta = make_batch([(3, 2)], page=4, num_blocks=8)
+    check_block_tables(meta.block_tables, meta.seq_lens, 8, 4)
+    with pytest.raises(ValueError, match=r"outside 1\.\.7"):
+        check_block_tables(torch.tensor([[1, 8]], dtype=torch.int32), meta.seq_lens, 8, 4)
+    with pytest.raises(ValueError, match="needs 2 blocks, table has 1"):
+        check_block_tables(torch.tensor([[1]], dtype=torch.int32), meta.seq_lens, 8, 4)
+    with pytest.raises(ValueError, match="null block"):
+        check_block_tables(torch.tensor([[0, 2]], dtype=torch.int32), meta.seq_lens, 8, 4)
+    check_slot_mapping(torch.tensor([4, -1, 31]), 8, 4)
+    with pytest.raises(ValueError, match="slot_mapping"):
+        check_slot_mapping(torch.tensor([4, 32]), 8, 4)
+    with pytest.raises(ValueError, match="slot_mapping"):
+        check_slot_mapping(torch.tensor([2]), 8, 4)  # inside the null block
+
+
+@needs_triton
+@pytest.mark.parametrize("dtype,dim,page,tol", [(torch.float32, 16, 4, 1e-5), (torch.float16, 12, 16, 3e-3),
+                                                (torch.bfloat16, 16, 4, 3e-2)])
+def test_triton_paged_attention_mixed_batch(dtype, dim, page, tol):
+    """Prefill from scratch, a chunk over cached context, decodes and a >16-token chunk in one launch."""
+    ops = get_ops("triton")
+    meta = make_batch([(0, 5), (7, 3), (12, 1), (3, 18), (0, 1)], page=page, num_blocks=24)
+    g = torch.Generator().manual_seed(1)
+    kc = torch.randn(24, page, 2, dim, generator=g).to(dtype)
+    vc = torch.randn(24, page, 2, dim, generator=g).to(dtype)
+    q = torch.randn(int(meta.query_start_loc[-1]), 4, dim, generator=g).to(dtype)
+    out = ops.paged_attention(q, kc, vc, meta, dim ** -0.5)
+    assert out.dtype == dtype
+    assert max_err(out, ref.paged_attention_ref(q, kc, vc, meta, dim ** -0.5)) < tol
+
+
+@needs_triton
+def test_triton_attention_refuses_bad_block_table_before_launch():
+    meta = make_batch([(2, 2)], page=4, num_blocks=8)
+    meta.block_tables[0, 0] = 99  # would read far outside the cache
+    kc = torch.zeros(8, 4, 2, 16)
+    with pytest.raises(ValueError, match="outside"):
+        get_ops("triton").paged_attention(torch.zeros(2, 4, 16), kc, kc.clone(), meta, 0.25)
+
+
+@needs_triton
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.float16, 2e-3)])
+def test_triton_pointwise_kernels_match_references(dtype, tol):
+    ops = get_ops("triton")
+    g = torch.Generator().manual_seed(2)
+    x, res, w = (torch.randn(7, 48, generator=g).to(dtype), torch.randn(7, 48, generator=g).to(dtype),
+                 torch.randn(48, generator=g).to(dtype))
+    for got, want in zip(ops.rms_norm(x, w, 1e-5, res), ref.rms_norm_ref(x, w, 1e-5, res), strict=True):
+        assert max_err(got, want) < tol * 10
+    assert max_err(ops.rms_norm(x, w, 1e-5)[0], ref.rms_norm_ref(x, w, 1e-5)[0]) < tol * 10
+    gu = torch.randn(5, 80, generator=g).to(dtype)
+    assert max_err(ops.silu_and_mul(gu), ref.silu_and_mul_ref(gu)) < tol
+    cos_sin = ref.rotary_cos_sin(12, 64, 10000.0)
+    pos = torch.tensor([0, 3, 9, 63, 17])
+    q, k = torch.randn(5, 4, 12, generator=g).to(dtype), torch.randn(5, 2, 12, generator=g).to(dtype)
+    want_q, want_k = ref.rotary_ref(pos, q, k, cos_sin)
+    got_q, got_k = ops.rotary(pos, q.clone(), k.clone(), cos_sin)
+    assert max_err(got_q, want_q) < tol and max_err(got_k, want_k) < tol
+
+
+@needs_triton
+def test_triton_store_kv_by_slot_mapping():
+    ops = get_ops("triton")
+    meta = make_batch([(0, 5), (7, 3)], page=4, num_blocks=10)
+    meta.slot_mapping[2] = -1  # a row that must not be stored
+    key, value = torch.randn(8, 2, 8), torch.randn(8, 2, 8)
+    caches = [torch.zeros(10, 4, 2, 8) for _ in range(4)]
+    ops.store_kv(key, value, caches[0], caches[1], meta.slot_mapping)
+    ref.store_kv_ref(key, value, caches[2], caches[3], meta.slot_mapping)
+    assert torch.equal(caches[0], caches[2]) and torch.equal(caches[1], caches[3])
+    assert int((caches[0] != 0).any(-1).any(-1).sum()) == 7  # 7 slots written, the -1 row skipped
+    with pytest.raises(ValueError, match="slot_mapping"):
+        ops.store_kv(key, value, caches[0], caches[1], meta.slot_mapping + 1000)
