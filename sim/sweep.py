@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
@@ -73,11 +74,19 @@ def expand_grid(base: Any, grid: Mapping[str, Sequence[Any]], runs: Sequence[Map
     return list(out.values())
 
 
+@functools.lru_cache(maxsize=4)
+def _trace(name: str) -> pd.DataFrame:
+    """A worker loads each trace once, however many grid points replay it."""
+    from .traces import load_workload
+
+    return load_workload(name)
+
+
 def simulate_one(config: Any) -> dict[str, Any]:
     """Worker body (module level so process pools and Ray can pickle it): one run's metrics."""
     from .simulate import simulate
 
-    result = simulate(config, progress=False)
+    result = simulate(config, workload=_trace(config.trace), progress=False)
     return derived_metrics(result.summary, result.requests)
 
 

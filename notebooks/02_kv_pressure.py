@@ -1,0 +1,103 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 2. Pause and preemption rates under KV pressure
+#
+# **Question.** When the KV-cache pool is small relative to the load, how often does each scheduler
+# throw work away, and how much?
+#
+# * vLLM **preempts by recompute**: the victim's blocks are freed and it goes back to the front of
+#   the waiting queue; its prompt *and* the tokens it had generated are computed again later
+#   (`recomputed_tokens`).
+# * TensorRT-LLM's `max-utilization` **pauses** the last started request: its blocks are freed and
+#   its generated tokens are folded into its prompt, to be recomputed on resumption.
+#   `guaranteed-no-evict` never evicts: it reserves a request's blocks to completion at admission,
+#   so it pays in admission delay instead.
+#
+# We shrink the KV pool to a fixed number of blocks and sweep the request rate on the Azure
+# conversation trace. Each point is one simulated run; the sweep runs on the local process pool and
+# is resumable (a finished run is recognised by the hash of its resolved config).
+
+# %%
+# %matplotlib inline
+import os
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+from schedsim.config import RunConfig
+from schedsim.plots_compare import plot_metric_vs_knob
+from schedsim.policies import list_policies
+from schedsim.sweep import expand_grid, run_sweep
+
+SMOKE = os.environ.get("SCHEDSIM_SMOKE") == "1"
+N_REQUESTS = 30 if SMOKE else 2000
+RATES = [4.0, 16.0] if SMOKE else [2.0, 4.0, 8.0, 12.0, 16.0]
+KV_BLOCKS = 400 if SMOKE else 1500  # x 16 tokens per block: a deliberately small pool
+registered = {p.name for p in list_policies()}
+policies = [p for p in ("vllm", "vllm-async", "trtllm:guaranteed-no-evict", "trtllm:max-utilization")
+            if p in registered]
+out = Path(tempfile.mkdtemp(prefix="schedsim_nb2_")) if SMOKE else Path("sweep_kv_pressure")
+pd.set_option("display.width", 160)
+print(f"policies: {policies}; rates: {RATES}; KV pool: {KV_BLOCKS} blocks; {N_REQUESTS} requests")
+
+# %%
+base = RunConfig(trace="azure-conv-2023", max_requests=N_REQUESTS, seed=0, num_gpu_blocks=KV_BLOCKS,
+                 max_model_len=KV_BLOCKS * 16 // 2)
+runs = expand_grid(base, {"policy": policies, "rate": RATES})
+table = run_sweep(runs, out, workers=1 if SMOKE else 2, progress=False)
+table["recomputed_per_request"] = table["recomputed_tokens"] / table["num_requests"]
+cols = ["policy", "rate", "num_preemptions", "num_pauses", "preemption_rate", "recomputed_tokens",
+        "recomputed_per_request", "truncated_tokens", "p99_ttft_ms", "mean_tpot_ms", "max_kv_usage"]
+table.sort_values(["policy", "rate"])[[c for c in cols if c in table.columns]].reset_index(drop=True)
+
+# %% [markdown]
+# Running the sweep again does nothing: every run is already recorded under the output folder.
+
+# %%
+again = run_sweep(runs, out, workers=1, progress=False)
+assert len(again) == len(table)
+print(f"{len(again)} runs, none redone")
+
+# %% [markdown]
+# ## Preemptions, pauses and recomputed tokens against the request rate
+
+# %%
+plot_metric_vs_knob(table, "rate", "num_preemptions", ["policy"])
+
+# %%
+plot_metric_vs_knob(table, "rate", "num_pauses", ["policy"])
+
+# %%
+plot_metric_vs_knob(table, "rate", "recomputed_per_request", ["policy"])
+
+# %%
+plot_metric_vs_knob(table, "rate", "p99_ttft_ms", ["policy"])
+
+# %% [markdown]
+# ## Truncation losses
+#
+# `truncated_tokens` counts tokens computed past a stop and trimmed (for example a step that ran
+# past `max_tokens` or EOS). Work thrown away per policy, at the highest rate:
+
+# %%
+top = table[table["rate"] == max(RATES)].set_index("policy")
+lost = pd.DataFrame({"recomputed_tokens": top["recomputed_tokens"],
+                     "truncated_tokens": top.get("truncated_tokens"),
+                     "output_tokens": top["output_throughput"] * top["duration_s"]})
+lost["wasted_share_of_output"] = (lost["recomputed_tokens"] + lost["truncated_tokens"].fillna(0)) \
+    / lost["output_tokens"]
+lost.round(3)
+
+# %%
+for policy, row in lost.iterrows():
+    print(f"{policy}: {int(row['recomputed_tokens'])} tokens recomputed, "
+          f"{row['wasted_share_of_output']:.1%} of the output tokens at {max(RATES)} req/s")

@@ -1,0 +1,28 @@
+"""Execute every notebook at smoke size (SCHEDSIM_SMOKE=1); a failing cell fails the test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from schedsim.notebooks_render import execute_notebook, notebook_html
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.py"))
+
+
+def test_the_four_notebooks_are_there() -> None:
+    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs_at_smoke_size(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCHEDSIM_SMOKE", "1")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    nb = execute_notebook(path, timeout=120, cwd=tmp_path)  # raises CellExecutionError on a failing cell
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    images = [o for o in outputs if "image/png" in o.get("data", {})]
+    assert images, "every notebook shows at least one plot"
+    page = notebook_html(nb, path.stem)
+    assert page.count("<img src=\"data:image/png;base64,") == len(images)
+    assert "<h1>" in page  # the markdown title rendered
