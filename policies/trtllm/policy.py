@@ -161,11 +161,43 @@ class TrtllmPolicy:
             if not failed:
                 break
             excluded |= failed
+        self._trim_to_token_budget(batch)
         chosen = {r.request_id for r in batch.generation_requests + batch.context_requests}
         for rid, req in allocated.items():
             if rid not in chosen and req.is_context_init_state and req.is_first_context_chunk:
                 self._undo_first_chunk(req)
+            elif rid not in chosen and req.is_context_init_state:
+                req.context_chunk_size = 0
         return batch
+
+    def _trim_to_token_budget(self, batch: MicroBatch) -> None:
+        """Shrink context chunks (last first) when the real prefix hits fell short of the estimates.
+
+        The micro-batch scheduler charged the capacity level's reuse estimate; allocations earlier in
+        the step can evict cached blocks, so a chunk may compute more than it was charged. Like
+        prepare_resources, trim the over-budget chunks (block-aligned unless it is the last chunk).
+        """
+        cost = sum(r.beam_width + r.num_draft_tokens for r in batch.generation_requests)
+        cost += sum(self._context_tokens(r) for r in batch.context_requests)
+        excess = cost - self.config.effective_max_num_tokens
+        bs = self.config.block_size
+        for req in reversed(list(batch.context_requests)):
+            if excess <= 0:
+                break
+            before = self._context_tokens(req)
+            req.draft_tokens.clear()
+            end = req.context_current_position + max(0, req.context_chunk_size - excess)
+            req.context_chunk_size = end // bs * bs - req.context_current_position if end < req.prompt_len \
+                else req.context_chunk_size
+            req.context_chunk_size = max(0, req.context_chunk_size)
+            excess -= before - self._context_tokens(req)
+            if req.context_chunk_size == 0:
+                batch.context_requests.remove(req)
+
+    @staticmethod
+    def _context_tokens(req: LlmRequest) -> int:
+        """Tokens a scheduled context computes: its chunk, plus drafts riding on a last chunk."""
+        return req.context_chunk_size + (req.num_draft_tokens if req.is_last_context_chunk else 0)
 
     def _undo_first_chunk(self, req: LlmRequest) -> None:
         """Give back a first chunk's blocks when the redone batch no longer includes it."""

@@ -34,16 +34,24 @@ OUTPUT_LEN: dict[str, int] = {}
 
 
 def oracle(policy: TrtllmPolicy, plan: StepPlan) -> StepResult:
-    """Last context chunks and generation steps sample one token: EOS at the trace output length."""
+    """Last context chunks and generation steps sample: half the drafts accepted, EOS at the target."""
     result = StepResult(step_id=plan.step_id)
     for rid, n in plan.num_scheduled_tokens.items():
         req = policy.requests[rid]
-        chunk = n - len(plan.spec_decode_tokens.get(rid, ()))
-        if req.is_context_init_state and req.context_current_position + chunk < req.prompt_len:
+        drafts = len(plan.spec_decode_tokens.get(rid, ()))
+        if req.is_context_init_state and req.context_current_position + n - drafts < req.prompt_len:
             result.sampled_token_ids[rid] = []  # a non-last chunk samples nothing
             continue
         done = len(req.request.output_token_ids)
-        result.sampled_token_ids[rid] = [EOS if done + 1 >= OUTPUT_LEN[rid] else TOKEN]
+        tokens = []
+        for _ in range(drafts // 2 + 1):
+            done += 1
+            tokens.append(EOS if done >= OUTPUT_LEN[rid] else TOKEN)
+            if tokens[-1] == EOS:
+                break
+        result.sampled_token_ids[rid] = tokens
+        if req.request.num_spec_tokens:
+            result.draft_token_ids[rid] = [TOKEN] * req.request.num_spec_tokens
     return result
 
 
@@ -59,8 +67,6 @@ def run(policy: TrtllmPolicy, arrivals: list[tuple[int, Request]], max_steps: in
         plan = policy.schedule()
         log.plans.append(plan)
         log.max_running = max(log.max_running, len(plan.num_scheduled_tokens))
-        if check:
-            policy.check_invariants()
         for out in policy.update_from_output(plan, oracle(policy, plan)):
             if out.new_token_ids and out.request_id not in log.first_token_step:
                 log.first_token_step[out.request_id] = step
