@@ -77,6 +77,11 @@ def _policy_options(cfg: RunConfig, num_gpu_blocks: int, max_model_len: int) -> 
     if cfg.num_spec_tokens and "num_spec_tokens" not in known:
         raise ValueError(f"RunConfig.num_spec_tokens: policy {cfg.policy!r} has no speculative decoding")
     opts.update(cfg.policy_options)
+    unknown = sorted(set(opts) - set(known))
+    if unknown:
+        raise ValueError(f"RunConfig.policy_options: policy {cfg.policy!r} has no option(s) {unknown}; "
+                         f"known: {sorted(known)}")
+    info.config_cls(**opts)  # the policy's own validation, naming its field
     return opts
 
 

@@ -9,7 +9,6 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
 from schedsim import RunConfig, simulate
 from schedsim.policies import get_policy_info, list_policies
 

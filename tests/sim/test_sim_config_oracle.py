@@ -1,0 +1,106 @@
+"""RunConfig validation and resolution; the workload oracle's rules."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+from schedsim import RunConfig
+from schedsim.executor import SimExecutor
+from schedsim.oracle import WorkloadOracle
+from schedsim.policies import Request, StepPlan
+
+
+@pytest.mark.parametrize("field,value", [("tp", 0), ("block_size", 0), ("rate", -1.0),
+                                         ("max_requests", 0), ("gpu_memory_utilization", 1.5),
+                                         ("spec_acceptance_rate", 2.0), ("engine", "turbo"),
+                                         ("num_gpu_blocks", 1), ("cpu_cost_scale", -1.0),
+                                         ("scheduling_policy", "lifo"), ("seed", -3)])
+def test_bad_values_name_the_field(field: str, value: object) -> None:
+    with pytest.raises(ValueError, match=field):
+        RunConfig(**{field: value})
+
+
+def test_every_field_has_help() -> None:
+    for f in dataclasses.fields(RunConfig):
+        assert f.metadata.get("help"), f.name
+
+
+def test_resolved_fills_defaults_and_describes_models() -> None:
+    res = RunConfig(max_num_seqs=64).resolved()
+    json.dumps(res)  # JSON-ready
+    assert res["num_gpu_blocks"] > 1000  # from H100 memory for an 8B model
+    assert res["max_model_len"] >= 8192
+    assert res["resolved_policy_options"]["max_num_seqs"] == 64
+    assert "latency_model_description" in res and "cpu_model_description" in res
+
+
+def test_policy_options_may_not_shadow_run_fields() -> None:
+    with pytest.raises(ValueError, match="max_num_seqs"):
+        RunConfig(policy_options={"max_num_seqs": 3}).resolved()
+
+
+def test_unknown_policy_option_is_named() -> None:
+    with pytest.raises(ValueError, match="bogus"):
+        RunConfig(policy_options={"bogus": 1}, num_gpu_blocks=100).resolved()
+
+
+def _oracle(target: int, p: float = 0.5) -> WorkloadOracle:
+    o = WorkloadOracle(seed=5, acceptance_rate=p)
+    o.add("a", target)
+    return o
+
+
+def test_eos_exactly_at_target_and_never_elsewhere() -> None:
+    o = _oracle(7)
+    req = Request("a", 0.0, 4, 100)
+    toks = [o.token(req, i) for i in range(50)]
+    assert toks[6] == req.eos_token_id
+    assert req.eos_token_id not in toks[:6] + toks[7:]
+    assert toks == [o.token(req, i) for i in range(50)]  # deterministic
+    other = WorkloadOracle(seed=6)
+    other.add("a", 7)
+    assert toks != [other.token(req, i) for i in range(50)]
+
+
+def test_acceptance_rate_is_respected_by_seeded_draws() -> None:
+    o = _oracle(10**6, p=0.6)
+    drafts = [o.num_accepted("a", i, 1) for i in range(4000)]
+    assert abs(sum(drafts) / 4000 - 0.6) < 0.04
+    assert all(0 <= o.num_accepted("a", i, 3) <= 3 for i in range(100))
+
+
+def test_prefill_chunk_samples_nothing_and_final_chunk_samples_first_token() -> None:
+    o = _oracle(3)
+    ex = SimExecutor(o, type("L", (), {"step_time": lambda self, s: 0.01})())
+    req = Request("a", 0.0, 40, 10)
+    chunk = StepPlan(num_scheduled_tokens={"a": 32}, total_num_scheduled_tokens=32,
+                     context_lens={"a": 0}, new_req_ids=["a"])
+    h = ex.launch(chunk, {"a": req})
+    assert h.result.sampled_token_ids == {"a": []} and h.num_prefill_reqs == 1
+    last = StepPlan(num_scheduled_tokens={"a": 8}, total_num_scheduled_tokens=8, context_lens={"a": 32})
+    h = ex.launch(last, {"a": req})
+    assert h.result.sampled_token_ids == {"a": [o.token(req, 0)]}
+    req.output_token_ids.append(o.token(req, 0))
+    dec = StepPlan(num_scheduled_tokens={"a": 1}, total_num_scheduled_tokens=1, context_lens={"a": 40})
+    h = ex.launch(dec, {"a": req})
+    assert h.num_decode_reqs == 1 and h.result.sampled_token_ids["a"] == [o.token(req, 1)]
+
+
+def test_recompute_after_preemption_is_a_prefill_and_resumes_at_the_right_position() -> None:
+    o = _oracle(20)
+    ex = SimExecutor(o, type("L", (), {"step_time": lambda self, s: 0.01})())
+    req = Request("a", 0.0, 10, 30)
+    req.output_token_ids.extend(o.token(req, i) for i in range(5))
+    plan = StepPlan(num_scheduled_tokens={"a": 15}, total_num_scheduled_tokens=15,
+                    context_lens={"a": 0}, resumed_req_ids=["a"])
+    h = ex.launch(plan, {"a": req})
+    assert h.num_prefill_reqs == 1 and h.num_prefill_tokens == 15
+    assert h.result.sampled_token_ids["a"] == [o.token(req, 5)]
+
+
+def test_kv_load_failure_fires_once() -> None:
+    o = WorkloadOracle(seed=0, kv_load_failures=["a"])
+    o.add("a", 5)
+    assert o.kv_load_fails("a") and not o.kv_load_fails("a")
