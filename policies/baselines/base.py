@@ -165,6 +165,27 @@ class BasePolicy:
         req.num_preemptions += 1
         self.preempted_req_ids.append(req.request_id)
 
+    def _allocate_or_preempt(self, plan: StepPlan, req: Request, num_new: int) -> tuple[bool, int]:
+        """Allocate, preempting the newest running request until it fits.
+
+        Returns (whether `req` got its slots, budget handed back by victims already in the plan).
+        """
+        returned = 0
+        while not self._allocate(req, num_new):
+            victim = self.running.pop()
+            returned += self._unschedule(plan, victim)
+            self._preempt(victim)
+            self.waiting.appendleft(victim)  # vLLM: preempted requests go back to the front
+            if victim is req:
+                return False, returned
+        return True, returned
+
+    def _unschedule(self, plan: StepPlan, req: Request) -> int:
+        """Take a victim's tokens back out of this step's plan; returns them."""
+        n = plan.num_scheduled_tokens.pop(req.request_id, 0)
+        plan.context_lens.pop(req.request_id, None)
+        return n
+
     def _on_leave(self, req: Request) -> None:
         """Release everything a request holds (subclasses add slots)."""
         self.kv.free(req)

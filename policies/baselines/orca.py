@@ -2,8 +2,10 @@
 
 Every step decodes all running requests and admits waiting ones in FCFS order while the whole
 prompt fits the step's token budget and the request's KV for prompt plus max_tokens can be
-reserved (Orca's `n_rsrv`), so no request is ever preempted. No chunked prefill: a prompt that
-does not fit the remaining budget waits, and so does everything behind it (head-of-line).
+reserved (Orca's `n_rsrv`, kv_reservation="max_tokens"), so no request is ever preempted; with
+kv_reservation="none" only the prompt's KV is needed and a decode that finds the pool full
+preempts the newest request by recompute. No chunked prefill: a prompt that does not fit the
+remaining budget waits, and so does everything behind it (head-of-line).
 """
 
 from __future__ import annotations
@@ -22,19 +24,23 @@ class OrcaConfig(SchedulerConfig):
     """Orca has no chunked prefill; the budget caps a step's tokens (decodes count one each)."""
 
     enable_chunked_prefill: bool = False
+    kv_reservation: str = "max_tokens"  # Orca's n_rsrv; "none": prompt KV only, preempt on OOM
 
     def __post_init__(self) -> None:
         """Orca runs whole prompts only."""
         super().__post_init__()
         if self.enable_chunked_prefill:
             raise ValueError("OrcaConfig.enable_chunked_prefill must be False: Orca runs whole prompts")
+        if self.kv_reservation not in ("max_tokens", "none"):
+            raise ValueError(f"OrcaConfig.kv_reservation must be 'max_tokens' or 'none', "
+                             f"got {self.kv_reservation!r}")
 
 
-def reserve_whole(policy: BasePolicy, req: Request) -> int | None:
-    """Reserve KV for the whole prompt plus every output that is fed back; tokens to run, or None."""
+def reserve_whole(policy: BasePolicy, req: Request, to_completion: bool = True) -> int | None:
+    """KV for the whole prompt (plus every output fed back, if `to_completion`); tokens, or None."""
     hit_blocks, hit = policy._prefix_hit(req)
     num_new = req.num_tokens - hit
-    lookahead = max(policy._max_new_tokens(req) - req.num_output_tokens - 1, 0)
+    lookahead = max(policy._max_new_tokens(req) - req.num_output_tokens - 1, 0) if to_completion else 0
     if not policy._allocate(req, num_new, hit_blocks, hit, lookahead=lookahead):
         return None
     return num_new
@@ -56,26 +62,33 @@ class OrcaPolicy(BasePolicy):
     """Orca's scheduler on the shared step interface (synchronous: one batch in flight)."""
 
     max_concurrent_batches = 1
-    clip_max_new_to_pool = True
 
     def __init__(self, config: OrcaConfig) -> None:
+        self.reserve = config.kv_reservation == "max_tokens"
+        self.clip_max_new_to_pool = self.reserve
         super().__init__(config)
 
     def _schedule_into(self, plan: StepPlan) -> None:
         """Decode every running request, then admit whole prompts while budget and KV allow."""
         budget = self.config.max_num_batched_tokens
-        for req in self.running:
-            # Reserved to completion at admission: a decode never needs a new block here.
-            if not self._allocate(req, 1):
-                raise AssertionError(f"orca: request {req.request_id} outgrew its reservation")
+        for req in list(self.running):
+            if req not in self.running:  # preempted earlier in this pass
+                continue
+            # Reserved to completion: never fails. Without reservation: preempt the newest.
+            ok, returned = self._allocate_or_preempt(plan, req, 1)
+            budget += returned
+            if not ok:
+                break
             self._add_to_plan(plan, req, 1)
             budget -= 1
+        if self.preempted_req_ids:
+            return  # vLLM: no admission in a step that preempted
         while self.waiting and len(self.running) < self.config.max_num_seqs:
             req = self.waiting[0]
             hit_blocks, hit = self._prefix_hit(req)
             if req.num_tokens - hit > budget:
                 break
-            num_new = reserve_whole(self, req)
+            num_new = reserve_whole(self, req, self.reserve)
             if num_new is None:
                 break
             admit(self, plan, req, num_new)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from ..config import SchedulerConfig
 from ..interface import register_policy
 from ..plan import StepPlan
-from ..request import Request, RequestStatus
+from ..request import RequestStatus
 from .base import BasePolicy
 
 
@@ -65,27 +65,6 @@ class SarathiPolicy(BasePolicy):
             budget -= num_new
         if not self.preempted_req_ids:
             self._admit(plan, budget)
-
-    def _allocate_or_preempt(self, plan: StepPlan, req: Request, num_new: int) -> tuple[bool, int]:
-        """Allocate, preempting the newest running request until it fits.
-
-        Returns (whether `req` got its slots, budget handed back by victims already in the plan).
-        """
-        returned = 0
-        while not self._allocate(req, num_new):
-            victim = self.running.pop()
-            returned += self._unschedule(plan, victim)
-            self._preempt(victim)
-            self.waiting.appendleft(victim)
-            if victim is req:
-                return False, returned
-        return True, returned
-
-    def _unschedule(self, plan: StepPlan, req: Request) -> int:
-        """Take a victim's tokens back out of this step's plan; returns them."""
-        n = plan.num_scheduled_tokens.pop(req.request_id, 0)
-        plan.context_lens.pop(req.request_id, None)
-        return n
 
     def _admit(self, plan: StepPlan, budget: int) -> None:
         """New (or resumed) requests in FCFS order, each a chunk of the remaining budget."""

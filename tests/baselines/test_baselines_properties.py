@@ -18,7 +18,7 @@ requests_st = st.lists(st.tuples(st.integers(1, 24), st.integers(1, 40),
                        min_size=1, max_size=8)
 
 
-@pytest.mark.parametrize("name", ["orca", "sarathi", "static"])
+@pytest.mark.parametrize("name", ["orca", "orca-no-reservation", "sarathi", "static"])
 @SETTINGS
 @given(spec=requests_st, data=st.data(), blocks=st.integers(11, 24), seqs=st.integers(1, 6),
        caching=st.booleans())
@@ -27,14 +27,17 @@ def test_baselines_conserve_kv_and_finish_every_request(name, spec, data, blocks
     sarathi, preemption; orca and static clip max_tokens to what an empty pool can reserve."""
     arrivals = data.draw(st.lists(st.integers(0, 12), min_size=len(spec), max_size=len(spec)))
     budget = 16 if name == "sarathi" else MAX_MODEL_LEN
+    extra = {"kv_reservation": "none"} if name == "orca-no-reservation" else {}
+    clipped = name in ("orca", "static")
 
     def make():
-        return make_policy(name, num_gpu_blocks=blocks, block_size=4, max_num_seqs=seqs,
+        return make_policy(name.split("-")[0], **extra, num_gpu_blocks=blocks, block_size=4,
+                           max_num_seqs=seqs,
                            max_model_len=MAX_MODEL_LEN, max_num_batched_tokens=budget,
                            enable_prefix_caching=caching)
 
     def cap(prompt_len, max_tokens):
-        pool = (blocks - 1) * 4 if name != "sarathi" else 10**9
+        pool = (blocks - 1) * 4 if clipped else 10**9
         return min(max_tokens, MAX_MODEL_LEN - prompt_len, pool - prompt_len)
 
     check_run(make, spec, arrivals, cap)

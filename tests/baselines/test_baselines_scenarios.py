@@ -32,6 +32,16 @@ def test_orca_reserves_kv_to_completion_so_it_never_preempts():
     assert len(t.tokens["a"]) == len(t.tokens["b"]) == 32
 
 
+def test_orca_without_reservation_admits_on_prompt_kv_and_preempts_the_newest():
+    """kv_reservation='none': 'b' starts at once; when the pool fills, 'b' is recomputed later."""
+    t = run(policy("orca", num_gpu_blocks=5, kv_reservation="none"),
+            [make_request("a", 16, 32), make_request("b", 16, 32)])
+    assert t.sched()[0] == {"a": 16, "b": 16}
+    pre = next(p for p in t.plans if p.preempted_req_ids)
+    assert pre.preempted_req_ids == ["b"] and dict(pre.num_scheduled_tokens) == {"a": 1}
+    assert t.tokens["a"] == t.tokens["b"] == [1000 + i for i in range(32)]
+
+
 def test_orca_rejects_chunked_prefill():
     """Orca has no chunking: the config says so by name."""
     try:
