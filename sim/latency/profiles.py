@@ -10,7 +10,6 @@ Vidur times are milliseconds; duplicate measurements of one grid point keep thei
 
 from __future__ import annotations
 
-
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
@@ -184,6 +183,9 @@ def write_profiles(profiles: Profiles, out_dir: str | Path) -> list[Path]:
     for attr, name in _FILES.items():
         df = getattr(profiles, attr)
         path = out_dir / name
+        if df.empty:  # absent file = empty table
+            path.unlink(missing_ok=True)
+            continue
         df.to_csv(path, index=False, float_format="%.4g")
         written.append(path)
     return written

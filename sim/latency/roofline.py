@@ -151,7 +151,8 @@ class RooflineModel:
             return 0.0
         m = self.model
         h, d = m.hidden_size, m.dtype_bytes
-        return self.elementwise(2 * sampled * h * d, "input_layernorm") + self.gemm(sampled, h, m.vocab_size / self.tp)
+        norm = self.elementwise(2 * sampled * h * d, "input_layernorm")
+        return norm + self.gemm(sampled, h, m.vocab_size / self.tp)
 
     def attention(self, shape: StepShape) -> tuple[float, float]:
         """(prefill, decode) attention seconds of one layer: FlashAttention-style, KV read once."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import warnings
-
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path

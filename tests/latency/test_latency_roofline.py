@@ -3,7 +3,6 @@
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from schedsim.latency import RooflineModel, StepShape, get_gpu_spec, get_model_spec, make_latency_model
 
 

@@ -3,7 +3,6 @@
 import json
 
 import pytest
-
 from schedsim.latency import (
     CpuCostConfig,
     CpuCostModel,
