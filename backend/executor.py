@@ -41,6 +41,7 @@ class ExecutorConfig:
     seed: int = 0  # random weights
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     cpu_worker_thread: bool = False  # CPU only: run device work on a worker thread
+    cpu_threads: int = 0  # CPU only: torch intra-op threads (0 = torch's default)
 
     def __post_init__(self) -> None:
         """Reject unknown choices, naming the field."""
@@ -50,6 +51,8 @@ class ExecutorConfig:
             raise ValueError(f"ExecutorConfig.ops must be auto, torch or triton, got {self.ops!r}")
         if self.dtype is not None and self.dtype not in DTYPES:
             raise ValueError(f"ExecutorConfig.dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+        if self.cpu_threads < 0:
+            raise ValueError(f"ExecutorConfig.cpu_threads must be >= 0, got {self.cpu_threads}")
         if self.block_size < 1 or self.num_blocks < 2:
             raise ValueError("ExecutorConfig: block_size must be >= 1 and num_blocks >= 2")
 
@@ -81,10 +84,15 @@ class RealExecutor:
         self.ops = get_ops(config.ops)
         self.cache = PagedKVCache(model.cfg, config.num_blocks, config.block_size, self.device, model.dtype)
         self.states: dict[str, RequestState] = {}
+        # How placeholders reached the inputs: one slice copy (batch unchanged) or a scatter.
+        self.num_fill_slices = 0
+        self.num_fill_scatters = 0
         self.cuda = self.device.type == "cuda"
         if self.cuda:
             self.compute_stream = torch.cuda.Stream(self.device)
             self.copy_stream = torch.cuda.Stream(self.device)
+        if config.cpu_threads and not self.cuda:
+            torch.set_num_threads(config.cpu_threads)
         self._worker = (ThreadPoolExecutor(1, thread_name_prefix="schedsim-device")
                         if config.cpu_worker_thread and not self.cuda else None)
 
@@ -182,6 +190,7 @@ class RealExecutor:
             if dst == rows and dst == list(range(len(dst))):
                 # The batch is unchanged: one slice copy, as vLLM's common case.
                 input_ids[:len(dst)].copy_(source.sampled[:len(dst)], non_blocking=True)
+                self.num_fill_slices += 1
                 continue
             index = torch.tensor(rows, dtype=torch.int64)
             target = torch.tensor(dst, dtype=torch.int64)
@@ -189,6 +198,7 @@ class RealExecutor:
                 index = index.pin_memory().to(self.device, non_blocking=True)
                 target = target.pin_memory().to(self.device, non_blocking=True)
             input_ids.scatter_(0, target, source.sampled.index_select(0, index))
+            self.num_fill_scatters += 1
 
     @torch.inference_mode()
     def _forward_and_sample(self, handle: StepHandle) -> torch.Tensor:

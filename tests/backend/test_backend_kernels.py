@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from helpers import make_batch, max_err  # noqa: E402
+from backend_helpers import make_batch, max_err  # noqa: E402
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 from schedsim.backend.kernels import check_block_tables, check_slot_mapping, get_ops, triton_status  # noqa: E402

@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from helpers import make_batch, max_err  # noqa: E402
+from backend_helpers import make_batch, max_err  # noqa: E402
 from schedsim.backend import ModelConfig, PagedKVCache, build_model, load_checkpoint, save_checkpoint  # noqa: E402
 from schedsim.backend.config import load_model_config  # noqa: E402
 from schedsim.backend.kernels import TorchOps  # noqa: E402
