@@ -44,7 +44,7 @@ from schedsim.plots_compare import plot_latency_cdfs
 from schedsim.policies import list_policies
 
 SMOKE = os.environ.get("SCHEDSIM_SMOKE") == "1"
-N_REQUESTS = 40 if SMOKE else 3000
+N_REQUESTS = 40 if SMOKE else 1000
 RATE = 8.0  # requests/s: above the trace's own 2.6/s, so the long prompts compete for the budget
 # A 2,048-token budget is smaller than many code prompts: exactly where whole-prompt scheduling stalls.
 BUDGET = 2048

@@ -39,8 +39,8 @@ from schedsim.policies import list_policies
 from schedsim.sweep import expand_grid, run_sweep
 
 SMOKE = os.environ.get("SCHEDSIM_SMOKE") == "1"
-N_REQUESTS = 30 if SMOKE else 2000
-RATES = [4.0, 16.0] if SMOKE else [2.0, 4.0, 8.0, 12.0, 16.0]
+N_REQUESTS = 30 if SMOKE else 800
+RATES = [4.0, 16.0] if SMOKE else [2.0, 4.0, 8.0, 16.0]
 KV_BLOCKS = 400 if SMOKE else 1500  # x 16 tokens per block: a deliberately small pool
 registered = {p.name for p in list_policies()}
 policies = [p for p in ("vllm", "vllm-async", "trtllm:guaranteed-no-evict", "trtllm:max-utilization")

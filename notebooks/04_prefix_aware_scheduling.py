@@ -35,7 +35,7 @@ from schedsim.plots_compare import plot_latency_cdfs, plot_over_time
 from schedsim.policies import list_policies
 
 SMOKE = os.environ.get("SCHEDSIM_SMOKE") == "1"
-N_REQUESTS = 30 if SMOKE else 1500
+N_REQUESTS = 30 if SMOKE else 600
 # The trace's own 3.9 req/s of ~15k-token prompts is more prefill than one H100 serves for an 8B
 # model; at 1 req/s the queue stays bounded and TTFT differences come from the scheduler.
 RATE = 1.0

@@ -103,7 +103,8 @@ def add_dataclass_flags(parser: argparse.ArgumentParser | Any, cls: type, prefix
         elif origin in (dict, Mapping):
             kw.update(action="append", type=parse_key_value, metavar="KEY=VALUE")
         elif origin in (list, tuple):
-            kw.update(nargs="*", type=parse_scalar)
+            args = typing.get_args(tp)
+            kw.update(nargs="*", type=str if args and args[0] is str else parse_scalar)
         else:
             kw.update(type=_converter(tp, optional), metavar=field.name.split(".")[-1].upper())
             if typing.get_origin(tp) is typing.Literal:

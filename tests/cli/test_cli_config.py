@@ -42,6 +42,12 @@ def test_flags_are_typed() -> None:
     assert cfg.enable_chunked_prefill is False and cfg.num_gpu_blocks is None and cfg.trace == "x.csv"
 
 
+def test_list_and_dict_flags_keep_string_ids() -> None:
+    cfg = _resolve(["--kv-load-failures", "5", "r7", "--abort-times", "12=0.5", "--abort-times", "r3=2"])
+    assert cfg.kv_load_failures == ["5", "r7"]
+    assert cfg.abort_times == {"12": 0.5, "r3": 2}
+
+
 def test_toml_file_then_flags_override(tmp_path: Path) -> None:
     f = tmp_path / "run.toml"
     f.write_text('policy = "vllm"\nrate = 3.0\nseed = 1\nmax_requests = 40\n'
