@@ -56,9 +56,22 @@ def resolve_run_config(args: argparse.Namespace, dests: list[str], section: str 
     return resolve(cls, args.config, overrides, section=section, ignore=ignore)
 
 
+def check_config(config: Any, label: str = "config") -> None:
+    """Resolve specs and build the policy up front, so a bad name fails before any simulation."""
+    from .policies import make_policy
+    from .setup import resolve_run
+
+    try:
+        resolved = resolve_run(config)
+        make_policy(config.policy, **resolved.policy_options)
+    except (ValueError, KeyError) as exc:
+        raise ConfigError(f"{label}: {exc.args[0] if exc.args else exc}") from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """Replay one workload through one policy and write the output directory."""
     config = resolve_run_config(args, args._dests)  # config errors first, before heavy imports
+    check_config(config)
     from .outputs import format_summary, write_run
     from .simulate import simulate
 
@@ -190,9 +203,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 1
+    from .traces import TraceError
+
     try:
         return int(args.func(args) or 0)
-    except ConfigError as exc:
+    except (ConfigError, TraceError) as exc:  # user input: one clear line, no traceback
         print(f"schedsim {args.command}: {exc}", file=sys.stderr)
         return 2
 

@@ -130,8 +130,12 @@ def format_side_by_side(table: pd.DataFrame) -> str:
 
 def run_compare(args: argparse.Namespace, resolve: Callable[..., Any]) -> int:
     """The `schedsim compare` command."""
+    from .cli import check_config
+
     base = resolve(args, args._dests)
     variants = make_variants(base, args.policies, args.variant)
+    for label, config in variants:
+        check_config(config, f"variant {label!r}")
     table = compare_configs(variants, out=args.out, progress=not args.no_progress,
                             plots=not args.no_plots)
     print(format_side_by_side(table))

@@ -195,12 +195,15 @@ def _sweep_tables(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[s
 
 def run_sweep_cli(args: argparse.Namespace, resolve: Callable[..., Any]) -> int:
     """The `schedsim sweep` command."""
+    from .cli import check_config
     from .plots_compare import plot_sweep
 
     file_grid, file_runs, opts = _sweep_tables(args)
     base = resolve(args, args._dests, ignore=SWEEP_TABLES)
     grid = {**file_grid, **parse_grid_flags(args.grid)}
     runs = expand_grid(base, grid, file_runs, source=str(args.config or "command line"))
+    for run in runs:  # fail on a bad name here, not in a worker halfway through the sweep
+        check_config(run.config, f"run {run.params}")
     engine = args.sweep_engine or opts.get("engine", "process")  # flags beat the file
     if engine not in SWEEP_ENGINES:
         raise ConfigError(f"{args.config} [sweep]: engine must be one of {SWEEP_ENGINES}, got {engine!r}")

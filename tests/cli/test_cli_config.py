@@ -127,3 +127,23 @@ def test_unavailable_commands_degrade_with_a_message(capsys: pytest.CaptureFixtu
 def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == 1
     assert "run" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("flag", "value", "expect"), [
+    ("--policy", "nope", "unknown policy 'nope'"), ("--model", "gpt-9", "unknown model 'gpt-9'"),
+    ("--gpu", "tpu", "unknown gpu 'tpu'"), ("--trace", "no-such-trace", "no-such-trace"),
+    ("--policy-option", "zzz=1", "'zzz'")])
+def test_bad_names_fail_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                      flag: str, value: str, expect: str) -> None:
+    out = tmp_path / "o"
+    assert main(["run", flag, value, "--max-requests", "3", "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert expect in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_sweep_checks_every_point_before_running(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "sw"
+    assert main(["sweep", "--grid", "policy=vllm,nope", "--max-requests", "3", "--out", str(out),
+                 "--no-progress"]) == 2
+    assert "unknown policy 'nope'" in capsys.readouterr().err and not out.exists()
