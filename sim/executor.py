@@ -37,6 +37,7 @@ class SimStep:
     num_spec_tokens: int = 0
     defer_sampling: bool = False
     # filled in by the world that runs it
+    ready: float = 0.0
     start: float = float("nan")
     end: float = float("nan")
     world: Any = field(default=None, repr=False)
@@ -74,7 +75,9 @@ class SimExecutor:
         sampled, drafts = result.sampled_token_ids, result.draft_token_ids
         prefills, decodes = shape.prefills, shape.decodes
         check_kv = bool(oracle._kv_fail)
-        nxt = self._next
+        nxt, token = self._next, oracle.token
+        for rid in plan.finished_req_ids:
+            oracle.forget(rid)
         for ids in (plan.finished_req_ids, plan.preempted_req_ids, plan.paused_req_ids,
                     plan.new_req_ids, plan.resumed_req_ids):
             for rid in ids:
@@ -101,7 +104,7 @@ class SimExecutor:
                 sampled[rid] = []  # a prefill chunk samples nothing
                 continue
             index = nxt.get(rid, end - prompt)
-            toks = oracle.sample(req, index, k)
+            toks = oracle.sample(req, index, k) if k else [token(req, index)]
             sampled[rid] = toks
             nxt[rid] = index + len(toks)
             if self.propose_drafts and req.num_spec_tokens:

@@ -21,6 +21,7 @@ from .policies import Request
 
 MASK64 = (1 << 64) - 1
 _INV_2_53 = 1.0 / (1 << 53)
+_PHI = 0x9E3779B97F4A7C15  # 2^64 / golden ratio: spreads consecutive positions
 
 
 def mix64(x: int) -> int:
@@ -54,6 +55,8 @@ class WorkloadOracle:
         self.acceptance_rate = acceptance_rate
         self.targets: dict[str, int] = {}
         self._keys: dict[str, int] = {}
+        self._info: dict[str, tuple[int, int]] = {}  # request id -> (key, EOS position)
+        self._span = vocab_size - 3
         self._kv_fail: set[str] = set(kv_load_failures)
 
     def add(self, request_id: str, target_output_tokens: int) -> None:
@@ -61,19 +64,24 @@ class WorkloadOracle:
         if target_output_tokens < 1:
             raise ValueError(f"request {request_id}: target_output_tokens must be >= 1")
         self.targets[request_id] = target_output_tokens
-        self._keys[request_id] = request_key(self.seed, request_id)
+        key = request_key(self.seed, request_id)
+        self._keys[request_id] = key
+        self._info[request_id] = (key, target_output_tokens - 1)
+
+    def forget(self, request_id: str) -> None:
+        """Drop a finished request's entries (keeps memory flat over long traces)."""
+        self._info.pop(request_id, None)
 
     def token(self, req: Request, index: int) -> int:
         """The token at 0-based output position `index` of a request."""
+        key, last = self._info[req.request_id]
         eos = req.eos_token_id
-        if eos is not None and not req.ignore_eos and index == self.targets[req.request_id] - 1:
+        if index == last and eos is not None and not req.ignore_eos:
             return eos
-        tok = 3 + mix64(self._keys[req.request_id] + index * 0x9E3779B97F4A7C15 & MASK64) % (
-            self.vocab_size - 3)
-        if tok == eos or tok in req.stop_token_ids:
-            tok = 3 + (tok - 2) % (self.vocab_size - 3)
+        tok = 3 + ((((key + index) * _PHI) & MASK64) >> 32) % self._span
+        if tok == eos or (req.stop_token_ids and tok in req.stop_token_ids):
             while tok == eos or tok in req.stop_token_ids:
-                tok = 3 + (tok - 2) % (self.vocab_size - 3)
+                tok = 3 + (tok - 2) % self._span
         return tok
 
     def num_accepted(self, request_id: str, index: int, num_drafts: int) -> int:

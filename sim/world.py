@@ -1,9 +1,9 @@
 """The SimPy world: resolves the engine's waits in simulated time.
 
 Two processes share one clock. The engine process runs the engine generator: a CPU phase advances
-the clock by the CPU model's cost, a Launch puts the step on the GPU's queue and returns at once,
-a WaitStep blocks until the GPU process has finished that step. The GPU process takes steps in
-launch order and spends the latency model's time on each; a step with deferred sampling holds
+the engine thread's clock by the CPU model's cost, a Launch puts the step on the GPU's queue and
+returns at once, a WaitStep blocks until the GPU process has finished that step. The GPU process
+takes steps in launch order and spends the latency model's time on each; a step with deferred sampling holds
 the GPU after its forward until the engine releases it. So in sync mode the GPU idles while the
 CPU works, and with a batch queue the CPU works while the GPU runs.
 """
@@ -11,6 +11,7 @@ CPU works, and with a batch queue the CPU works while the GPU runs.
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -60,7 +61,13 @@ class InputStream:
 
 
 class SimWorld:
-    """Runs one engine against a simulated executor, CPU cost model and clock."""
+    """Runs one engine against a simulated executor, CPU cost model and clock.
+
+    The engine thread's CPU phases are strictly sequential and nothing else observes the engine
+    between them, so the engine process keeps its own clock `cpu_now` ahead of SimPy's and only
+    yields to SimPy when it must meet another process: blocking on a step, releasing a deferred
+    sample, or sleeping until an arrival. A launch carries its ready time to the GPU process.
+    """
 
     def __init__(self, engine: Engine, executor: SimExecutor, cpu_model: Any, inputs: InputStream,
                  metrics: MetricsRecorder | None = None, until: float | None = None,
@@ -69,12 +76,14 @@ class SimWorld:
         self.engine, self.executor, self.cpu_model = engine, executor, cpu_model
         self.inputs, self.metrics, self.until = inputs, metrics, until
         self.on_progress = on_progress
-        self._gpu_queue = simpy.Store(self.env)
+        self.cpu_now = self.env.now
+        self._gpu_queue: deque[SimStep] = deque()
+        self._gpu_wake: Any = None  # event the idle GPU process sleeps on
         self.finished = False
 
     def clock(self) -> float:
-        """Current simulated time (for the metrics recorder)."""
-        return self.env.now
+        """The engine thread's current time (for the metrics recorder)."""
+        return self.cpu_now
 
     def run(self) -> None:
         """Run until the engine loop ends (or `until`)."""
@@ -82,9 +91,15 @@ class SimWorld:
         proc = self.env.process(self._drive())
         self.env.run(until=proc if self.until is None else min_event(self.env, proc, self.until))
 
+    def _catch_up(self) -> Any:
+        """Advance SimPy's clock to the engine thread's."""
+        if self.cpu_now > self.env.now:
+            yield self.env.timeout(self.cpu_now - self.env.now)
+
     def _drive(self) -> Any:
         """Feed the engine generator the answers to its waits."""
-        env, gen, metrics, phase_time = self.env, self.engine.run(), self.metrics, self.cpu_model.phase_time
+        env, gen, phase_time = self.env, self.engine.run(), self.cpu_model.phase_time
+        add = self.metrics.add_interval if self.metrics is not None else None
         value: Any = None
         while True:
             try:
@@ -97,23 +112,29 @@ class SimWorld:
             if kind is CpuPhase:
                 dt = phase_time(wait.kind, wait.num_reqs, wait.num_tokens)
                 if dt > 0:
-                    start = env.now
-                    yield env.timeout(dt)
-                    if metrics is not None:
-                        metrics.add_interval("cpu", wait.kind, start, env.now, wait.step)
+                    start = self.cpu_now
+                    self.cpu_now = start + dt
+                    if add is not None:
+                        add("cpu", wait.kind, start, self.cpu_now, wait.step)
             elif kind is Launch:
                 value = self._launch(wait)
             elif kind is WaitStep:
+                yield from self._catch_up()
                 h: SimStep = wait.handle
-                if not h.world[0].triggered:
+                if h.end != h.end:  # NaN: still running
+                    h.world[0] = env.event()
                     yield h.world[0]
+                self.cpu_now = env.now
                 value = h.result
             elif kind is PollInputs:
-                value = self.inputs.take(env.now, wait.aborts_only)
+                value = self.inputs.take(self.cpu_now, wait.aborts_only)
             elif kind is Sample:
+                yield from self._catch_up()
                 wait.handle.world[1].succeed()
             elif kind is WaitArrival:
+                yield from self._catch_up()
                 value = yield from self._wait_arrival()
+                self.cpu_now = env.now
             else:
                 raise TypeError(f"engine yielded an unknown wait {wait!r}")
 
@@ -129,32 +150,37 @@ class SimWorld:
     def _launch(self, wait: Launch) -> SimStep:
         """Compute the step now; the GPU process decides when it completes."""
         h = self.executor.launch(wait.plan, wait.requests, wait.step, wait.defer_sampling)
-        sample = self.env.event()
-        if not wait.defer_sampling:
-            sample.succeed()
-        h.world = (self.env.event(), sample)
-        self._gpu_queue.put(h)
+        h.ready = self.cpu_now
+        h.world = [None, self.env.event() if wait.defer_sampling else None]
+        self._gpu_queue.append(h)
+        if self._gpu_wake is not None:
+            wake, self._gpu_wake = self._gpu_wake, None
+            wake.succeed()
         if self.on_progress is not None:
             self.on_progress(wait.step)
         return h
 
     def _gpu(self) -> Any:
-        """The device: one step at a time, in launch order."""
+        """The device: one step at a time, in launch order, each no earlier than its launch."""
         env, metrics, queue = self.env, self.metrics, self._gpu_queue
         while True:
-            h: SimStep = yield queue.get()
-            h.start = env.now
-            if h.gpu_time > 0:
-                yield env.timeout(h.gpu_time)
-                if metrics is not None:
-                    metrics.add_interval("gpu", "forward", h.start, env.now, h.step)
-            done, sample = h.world
-            if not sample.triggered:
+            if not queue:
+                self._gpu_wake = env.event()
+                yield self._gpu_wake
+            h = queue.popleft()
+            h.start = max(env.now, h.ready)
+            if h.start + h.gpu_time > env.now:
+                yield env.timeout(h.start + h.gpu_time - env.now)
+            if metrics is not None and h.gpu_time > 0:
+                metrics.add_interval("gpu", "forward", h.start, h.start + h.gpu_time, h.step)
+            sample = h.world[1]
+            if sample is not None and not sample.triggered:
                 yield sample
             h.end = env.now
             if metrics is not None:
                 metrics.on_step_done(h)
-            done.succeed()
+            if h.world[0] is not None:
+                h.world[0].succeed()
 
 
 def min_event(env: simpy.Environment, proc: Any, until: float) -> Any:
