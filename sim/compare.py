@@ -77,7 +77,7 @@ def make_variants(base: Any, policies: Sequence[str], files: Sequence[Path]) -> 
 
 def run_variants(variants: Sequence[tuple[str, Any]], progress: bool = True) -> dict[str, Any]:
     """Simulate each (label, RunConfig) on one loaded copy of its trace; RunResults by label."""
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     from .simulate import simulate
     from .traces import load_workload

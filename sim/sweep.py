@@ -123,7 +123,7 @@ def _execute(pending: Sequence[SweepRun], engine: str, workers: int
 def run_sweep(runs: Sequence[SweepRun], out: Path, engine: str = "process",
               workers: int = 2, progress: bool = True) -> pd.DataFrame:
     """Run what is not already recorded under `out/runs/`, then assemble out/results.parquet."""
-    from tqdm.auto import tqdm
+    from tqdm import tqdm
 
     done = {p.stem for p in (out / "runs").glob("*.json")}
     pending = [r for r in runs if r.run_id not in done]
