@@ -72,6 +72,9 @@ class StepHandle:
     timing: tuple[Any, Any] | None = None  # CUDA events around the device work
     tokens: list[int] | None = None
     device_seconds: float = 0.0
+    # When the device ran the step, on time.perf_counter()'s clock (CUDA: from events).
+    device_start: float = float("nan")
+    device_end: float = float("nan")
 
 
 class RealExecutor:
@@ -91,6 +94,12 @@ class RealExecutor:
         if self.cuda:
             self.compute_stream = torch.cuda.Stream(self.device)
             self.copy_stream = torch.cuda.Stream(self.device)
+            # Anchor event: CUDA event times become perf_counter() times relative to it.
+            self._anchor = torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize(self.device)
+            self._anchor.record(self.compute_stream)
+            torch.cuda.synchronize(self.device)
+            self._anchor_time = time.perf_counter()
         if config.cpu_threads and not self.cuda:
             torch.set_num_threads(config.cpu_threads)
         self._worker = (ThreadPoolExecutor(1, thread_name_prefix="schedsim-device")
@@ -147,6 +156,8 @@ class RealExecutor:
                 handle.ready.synchronize()
                 start, end = handle.timing
                 handle.device_seconds = start.elapsed_time(end) / 1e3
+                handle.device_start = self._anchor_time + self._anchor.elapsed_time(start) / 1e3
+                handle.device_end = handle.device_start + handle.device_seconds
             handle.tokens = handle.sampled_host.tolist()
         sampled = {rid: [] for rid in handle.req_ids}
         for rid, tok in zip(handle.sample_req_ids, handle.tokens, strict=True):
@@ -154,6 +165,26 @@ class RealExecutor:
         handle.batch = None  # host buffers no longer needed
         return StepResult(step_id=handle.step_id, sampled_token_ids=sampled,
                           start_time=handle.launch_time, end_time=time.perf_counter())
+
+    def warmup(self, num_tokens: int = 0) -> float:
+        """Run a throwaway prefill and decode (compiles the Triton kernels on CUDA); returns seconds.
+
+        It writes only blocks the policy has not handed out yet, so call it before the first step.
+        """
+        n = num_tokens or 2 * self.cache.block_size + 1
+        blocks = list(range(1, 1 + -(-(n + 1) // self.cache.block_size)))
+        if blocks[-1] >= self.cache.num_blocks:
+            raise ValueError(f"warmup needs {len(blocks)} blocks, the cache has {self.cache.num_blocks - 1}")
+        vocab = self.model.cfg.vocab_size
+        req = Request("__warmup__", 0.0, n, 2, prompt_token_ids=[(7 * i + 3) % vocab for i in range(n)])
+        rid = req.request_id
+        t0 = time.perf_counter()
+        for ctx, num, new in ((0, n, [rid]), (n, 1, [])):
+            plan = StepPlan(step_id=-1, num_scheduled_tokens={rid: num}, total_num_scheduled_tokens=num,
+                            context_lens={rid: ctx}, block_ids={rid: blocks}, new_req_ids=new)
+            self.collect(self.launch(plan, {rid: req}))
+        self.states.pop(rid, None)
+        return time.perf_counter() - t0
 
     def close(self) -> None:
         """Stop the CPU worker thread, if any."""
@@ -213,10 +244,11 @@ class RealExecutor:
 
     def _run_cpu(self, handle: StepHandle) -> None:
         """The whole step on the CPU (inline or on the worker thread)."""
-        t0 = time.perf_counter()
+        handle.device_start = time.perf_counter()
         handle.sampled = self._forward_and_sample(handle)
         handle.sampled_host = handle.sampled
-        handle.device_seconds = time.perf_counter() - t0
+        handle.device_end = time.perf_counter()
+        handle.device_seconds = handle.device_end - handle.device_start
 
     def _launch_cuda(self, handle: StepHandle) -> None:
         """Enqueue the step on the compute stream and the D2H copy on the copy stream."""

@@ -1,0 +1,98 @@
+"""`run_real`: replay a workload through a policy on the real backend, into a simulator-shaped RunResult."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import pandas as pd
+
+from .config import RunConfig
+from .engine import Engine
+from .metrics import MetricsRecorder
+from .policies import make_policy
+from .realtime import RealTimeWorld, real_requests
+from .results import RunResult
+from .setup import _policy_options
+from .simulate import _engine_depth, _result
+from .workload import PreparedWorkload, load, prepare
+from .world import InputStream
+
+
+@dataclasses.dataclass
+class RealResolved:
+    """The resolved run as `simulate._result` reads it, describing the real backend."""
+
+    config: RunConfig
+    backend: str
+    policy_options: dict[str, Any]
+    num_gpu_blocks: int
+    max_model_len: int
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready: the config plus what actually ran."""
+        out = self.config.to_dict()
+        out.update(backend="real", backend_description=self.backend, num_gpu_blocks=self.num_gpu_blocks,
+                   max_model_len=self.max_model_len, resolved_policy_options=dict(self.policy_options))
+        return out
+
+
+def _workload(cfg: RunConfig, workload: pd.DataFrame | None) -> pd.DataFrame:
+    """The configured trace, or the given table with max_requests and rate applied."""
+    if workload is None:
+        return load(cfg)
+    if cfg.max_requests is not None:
+        workload = workload.iloc[: cfg.max_requests]
+    if cfg.rate is not None:
+        from .traces import scale_rate
+
+        workload = scale_rate(workload, cfg.rate)
+    return workload
+
+
+def _start_at_zero(prep: PreparedWorkload) -> None:
+    """Shift arrivals (and aborts) so the first arrives at 0: a real run cannot skip idle time."""
+    if not prep.requests:
+        return
+    offset = min(r.arrival_time for r in prep.requests)
+    if offset:
+        prep.requests = [dataclasses.replace(r, arrival_time=r.arrival_time - offset) for r in prep.requests]
+        prep.aborts = [(t - offset, rid) for t, rid in prep.aborts]
+
+
+def run_real(config: RunConfig | None = None, workload: pd.DataFrame | None = None,
+             backend: dict[str, Any] | None = None, warmup: bool = True) -> RunResult:
+    """Run one workload on the real backend; `backend` holds ExecutorConfig options (model, ops, ...)."""
+    from .backend import ExecutorConfig, RealExecutor  # torch: imported only for real runs
+
+    cfg = config or RunConfig()
+    wall0 = time.perf_counter()
+    opts = dict(backend or {})
+    if opts.setdefault("block_size", cfg.block_size) != cfg.block_size:
+        raise ValueError(f"backend block_size {opts['block_size']} != RunConfig.block_size {cfg.block_size}")
+    opts["num_blocks"] = cfg.num_gpu_blocks or opts.get("num_blocks", 1024)
+    executor = RealExecutor.from_config(ExecutorConfig(**opts))
+    model_len = executor.model.cfg.max_position_embeddings
+    max_model_len = min(cfg.max_model_len or model_len, model_len)
+    policy_options = _policy_options(cfg, opts["num_blocks"], max_model_len)
+    prep = prepare(_workload(cfg, workload), cfg, max_model_len)
+    _start_at_zero(prep)
+    prep.requests = real_requests(prep.requests, prep.targets, cfg.block_size,
+                                  executor.model.cfg.vocab_size, cfg.seed)
+    policy = make_policy(cfg.policy, **policy_options)
+    depth = _engine_depth(cfg, policy)
+    engine = Engine(policy, batch_queue_depth=depth)
+    warm = executor.warmup() if warmup else 0.0
+    arrivals = [r for r in prep.requests if r.request_id not in prep.rejected]
+    world = RealTimeWorld(engine, executor, InputStream(arrivals, prep.aborts), until=cfg.max_sim_time)
+    metrics = MetricsRecorder(policy, prep.requests, world.clock, record_itl=cfg.record_itl)
+    engine.observer = world.metrics = metrics
+    try:
+        world.run()
+    finally:
+        executor.close()
+    resolved = RealResolved(cfg, executor.describe(), policy_options, opts["num_blocks"], max_model_len)
+    result = _result(cfg, resolved, prep, metrics, depth, time.perf_counter() - wall0)
+    result.summary.update(backend="real", backend_description=executor.describe(), warmup_s=warm)
+    return result
