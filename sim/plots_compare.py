@@ -16,6 +16,7 @@ from .plots import _save, _thin, rate_over_time
 def _cdf(ax: Any, values: pd.Series, label: str) -> None:
     """Empirical CDF of a seconds column, drawn in ms."""
     ms = np.sort(values.dropna().to_numpy(float) * 1e3)
+    ms = ms[ms > 0]  # log axis; a latency is never 0
     if len(ms):
         ax.plot(ms, np.arange(1, len(ms) + 1) / len(ms), label=label, drawstyle="steps-post")
 
@@ -29,7 +30,8 @@ def plot_latency_cdfs(results: Mapping[str, Any], path: Path | None = None) -> F
             _cdf(ax, result.requests[col], label)
     for ax, name in zip(axes, ("TTFT", "TPOT"), strict=True):
         ax.set(xlabel=f"{name} (ms)", ylabel="fraction of requests", title=f"{name} CDF", ylim=(0, 1.02))
-        ax.set_xscale("symlog", linthresh=1.0)
+        if ax.lines:
+            ax.set_xscale("log")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
     return _save(fig, path)
