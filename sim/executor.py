@@ -70,7 +70,7 @@ class SimExecutor:
 
     def _play(self, plan: StepPlan, requests: Mapping[str, Request], result: StepResult,
               shape: StepShape, h: SimStep) -> None:
-        """Classify each scheduled request and sample its tokens."""
+        """Classify each scheduled request and sample its tokens (the simulator's hot loop)."""
         oracle, spec, ctxs = self.oracle, plan.spec_decode_tokens, plan.context_lens
         sampled, drafts = result.sampled_token_ids, result.draft_token_ids
         prefills, decodes = shape.prefills, shape.decodes
@@ -82,32 +82,35 @@ class SimExecutor:
                     plan.new_req_ids, plan.resumed_req_ids):
             for rid in ids:
                 nxt.pop(rid, None)
+        pre_tok = dec_tok = spec_tok = 0
         for rid, n in plan.num_scheduled_tokens.items():
             req = requests[rid]
             ctx = ctxs[rid]
-            k = len(spec[rid]) if rid in spec else 0
+            k = len(spec[rid]) if spec and rid in spec else 0
             new = n - k
             prompt = req.prompt_len
             if new == 1 and ctx >= prompt:
                 decodes.append((ctx, k))
-                h.num_decode_tokens += n
-                h.num_spec_tokens += k
+                dec_tok += n
+                spec_tok += k
             else:
                 prefills.append((new, ctx))
-                h.num_prefill_tokens += new
-            end = ctx + new
+                pre_tok += new
             if check_kv and oracle.kv_load_fails(rid):
                 result.failed_kv_load_ids.add(rid)
                 sampled[rid] = []
                 continue
-            if end < prompt + len(req.output_token_ids):
-                sampled[rid] = []  # a prefill chunk samples nothing
-                continue
-            index = nxt.get(rid, end - prompt)
+            index = nxt.get(rid)
+            if index is None:  # new, resumed or still prefilling: position from the plan
+                end = ctx + new
+                if end < prompt + len(req.output_token_ids):
+                    sampled[rid] = []  # a prefill chunk samples nothing
+                    continue
+                index = end - prompt
             toks = oracle.sample(req, index, k) if k else [token(req, index)]
             sampled[rid] = toks
             nxt[rid] = index + len(toks)
             if self.propose_drafts and req.num_spec_tokens:
                 drafts[rid] = oracle.propose(req, index + len(toks) - 1)
-        h.num_prefill_reqs = len(prefills)
-        h.num_decode_reqs = len(decodes)
+        h.num_prefill_reqs, h.num_decode_reqs = len(prefills), len(decodes)
+        h.num_prefill_tokens, h.num_decode_tokens, h.num_spec_tokens = pre_tok, dec_tok, spec_tok

@@ -105,25 +105,28 @@ class MetricsRecorder:
                   outputs: list[RequestOutput]) -> None:
         now = self.clock()
         b, index, finished = self.req, self.index, 0
+        num_out, last, gaps = b.num_out, b.last_token, self.itl_gaps
         for out in outputs:
             i = index[out.request_id]
             n = len(out.new_token_ids)
             if n:
-                if b.num_out[i] == 0:
+                seen = num_out[i]
+                if seen == 0:
                     b.first_token[i] = now
                 else:
-                    gap = now - b.last_token[i]
-                    self.itl_gaps.append(gap)
+                    gap = now - last[i]
+                    gaps.append(gap)
                     b.itl_sum[i] += gap
                     b.itl_n[i] += 1
                 if self.record_itl:
-                    self._itl_rows(i, b.num_out[i], n, now)
-                b.last_token[i] = now
-                b.num_out[i] += n
+                    self._itl_rows(i, seen, n, now)
+                last[i] = now
+                num_out[i] = seen + n
             if out.finish_reason is not None:
                 finished += 1
                 self._finish(i, out.request_id, FINISH_NAMES.get(out.finish_reason, "error"), now)
-        self.steps["num_finished"][step] += finished
+        if finished:
+            self.steps["num_finished"][step] += finished
 
     def on_abort(self, requests: list[Request]) -> None:
         now = self.clock()
