@@ -10,6 +10,8 @@ batch k, process batch k-1's result, schedule k+1 (see docs/policies-sglang.md).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from ..baselines.base import BasePolicy
 from ..interface import register_policy
 from ..plan import StepPlan
@@ -242,7 +244,7 @@ class SGLangOverlapPolicy(BasePolicy):
         super()._finish(req, status)
         self.max_new.pop(req.request_id, None)
 
-    def abort_requests(self, request_ids):  # type: ignore[no-untyped-def]
+    def abort_requests(self, request_ids: Iterable[str]) -> list[Request]:
         """Aborts also leave the not-yet-merged extend batch."""
         aborted = super().abort_requests(request_ids)
         if aborted:

@@ -50,11 +50,13 @@ def _launch(policy, plan: StepPlan, prompt: dict[str, int], eos_at: dict[str, in
 
 def run(policy, requests: list[Request], eos_at: dict[str, int] | None = None,
         arrivals: dict[int, list[Request]] | None = None, max_iters: int = 2000,
-        check: bool = True, observe=None) -> Trace:
+        check: bool = True, observe=None, aborts: dict[int, list[str]] | None = None) -> Trace:
     """Drive the policy to completion; `arrivals[i]` are added before loop iteration i.
 
-    `observe(policy, plan)` is called right after each schedule (to read policy state then).
+    `observe(policy, plan)` is called right after each schedule (to read policy state then);
+    `aborts[i]` are aborted before loop iteration i (while steps may be in flight).
     """
+    aborts = aborts or {}
     eos_at = eos_at or {}
     arrivals = dict(arrivals or {})
     prompt = {r.request_id: r.prompt_len for r in requests}
@@ -68,6 +70,9 @@ def run(policy, requests: list[Request], eos_at: dict[str, int] | None = None,
     for it in range(max_iters):
         for r in arrivals.pop(it, []):
             policy.add_request(r)
+        if it in aborts:
+            for req in policy.abort_requests(aborts[it]):
+                trace.finish[req.request_id] = req.status
         if not policy.has_requests() and not queue and not arrivals:
             return trace
         if policy.has_requests():
