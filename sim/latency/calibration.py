@@ -29,7 +29,8 @@ def fit_roofline(profiles: Profiles, source: str = "") -> dict[str, Any]:
     if attn is not None:
         params, errors = attn
         for gpu, entry in gpus.items():
-            entry["config"].update({k: params[k] for k in ("attn_compute_eff", "attn_memory_eff")})
+            entry["config"].update({k: params[k] for k in ("attn_compute_eff", "attn_memory_eff",
+                                                           "attn_overhead_us")})
             entry["attention_from"] = f"{params['gpu']} ({params['model']})"
             if gpu == params["gpu"]:
                 entry["fit_error"].update(errors)

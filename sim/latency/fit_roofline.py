@@ -22,7 +22,8 @@ from .specs import GpuSpec, get_gpu_spec, get_model_spec
 FIT_DONOR = {"h200": "h100-sxm"}
 _BOUNDS = {"gemm_compute_eff": (0.05, 1.0), "gemm_memory_eff": (0.05, 1.0),
            "elementwise_memory_eff": (0.02, 1.0), "kernel_overhead_us": (0.0, 40.0),
-           "attn_compute_eff": (0.02, 1.0), "attn_memory_eff": (0.02, 1.0)}
+           "attn_compute_eff": (0.02, 1.0), "attn_memory_eff": (0.02, 1.0),
+           "attn_overhead_us": (0.0, 100.0)}
 
 
 def _bounds(name: str) -> tuple[float, float]:
@@ -178,10 +179,10 @@ def fit_attention(profiles: Profiles, base: dict[str, dict]) -> tuple[dict, dict
 
     def predict(p: dict[str, float]) -> np.ndarray:
         return np.maximum(work[:, 0] / (peak * p["attn_compute_eff"]),
-                          work[:, 1] / (bw * p["attn_memory_eff"])) + rl._ovh
+                          work[:, 1] / (bw * p["attn_memory_eff"])) + p["attn_overhead_us"] * 1e-6
 
     meas = rows.time_s.to_numpy()
-    names = ["attn_compute_eff", "attn_memory_eff"]
+    names = ["attn_compute_eff", "attn_memory_eff", "attn_overhead_us"]
     params = coordinate_fit(lambda p: _log_loss(predict(p), meas),
-                            {n: getattr(cfg, n) for n in names}, names, sweeps=3)
+                            {n: getattr(cfg, n) for n in names}, names, sweeps=4)
     return {"gpu": gpu, "model": model.name, **params}, error_table(predict(params), meas, rows.op)

@@ -38,7 +38,7 @@ class Curve:
 
     def __init__(self, xs: Sequence[float], ys: Sequence[float], name: str = "curve",
                  monotone: bool = True, warn: bool = True) -> None:
-        if len(xs) != len(ys) or not xs:
+        if len(xs) != len(ys) or len(xs) == 0:
             raise ValueError(f"{name}: need equally many x and y values, at least one")
         pairs = sorted(zip(xs, ys, strict=True))
         self.xs = [float(x) for x, _ in pairs]

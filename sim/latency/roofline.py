@@ -25,6 +25,7 @@ class RooflineConfig:
     attn_compute_eff: float = 0.5
     attn_memory_eff: float = 0.7
     kernel_overhead_us: float = 4.0
+    attn_overhead_us: float = 10.0  # attention kernels also plan / split KV / merge partials
     comm_bw_eff: float = 0.7  # fraction of the one-way link bandwidth an all-reduce achieves
     comm_latency_us: float = 10.0
     # per-operator memory efficiency of elementwise kernels (norm, rope, act, add, emb differ 3x)
@@ -37,7 +38,7 @@ class RooflineConfig:
             value = getattr(self, name)
             if not 0.0 < value <= 1.0:
                 raise ValueError(f"RooflineConfig: field {name!r} must be in (0, 1], got {value}")
-        for name in ("kernel_overhead_us", "comm_latency_us"):
+        for name in ("kernel_overhead_us", "attn_overhead_us", "comm_latency_us"):
             if getattr(self, name) < 0:
                 raise ValueError(f"RooflineConfig: field {name!r} must be >= 0")
         for op, value in self.op_memory_eff.items():
@@ -68,6 +69,7 @@ class RooflineModel:
         self._flops = gpu.peak_tflops * 1e12
         self._bw = gpu.hbm_gbps * 1e9
         self._ovh = c.kernel_overhead_us * 1e-6
+        self._attn_ovh = c.attn_overhead_us * 1e-6
         d = model.dtype_bytes
         self._q = model.q_size // tp if model.q_size % tp == 0 else model.q_size / tp
         self._kv = model.kv_heads_per_gpu(tp) * model.head_dim
@@ -185,15 +187,17 @@ class RooflineModel:
         if not prefills:
             return 0.0
         c = self.config
-        return self.op(*self.prefill_attention_work(prefills), c.attn_compute_eff,
-                       c.attn_memory_eff)
+        flops, nbytes = self.prefill_attention_work(prefills)
+        return max(flops / (self._flops * c.attn_compute_eff),
+                   nbytes / (self._bw * c.attn_memory_eff)) + self._attn_ovh
 
     def _decode_attention(self, decodes: list[tuple[int, int]], drafts: int) -> float:
         if not decodes:
             return 0.0
         c = self.config
-        return self.op(*self.decode_attention_work(decodes, drafts), c.attn_compute_eff,
-                       c.attn_memory_eff)
+        flops, nbytes = self.decode_attention_work(decodes, drafts)
+        return max(flops / (self._flops * c.attn_compute_eff),
+                   nbytes / (self._bw * c.attn_memory_eff)) + self._attn_ovh
 
     # ---- whole step -----------------------------------------------------------------------
     def dense_time(self, tokens: int) -> float:

@@ -90,3 +90,13 @@ def test_all_reduce_fit_recovers_bandwidth_and_latency(tmp_path, vidur_tree):
     params, errors = fit_all_reduce(prof, "h100-sxm")
     assert params["comm_latency_us"] == pytest.approx(20.0, rel=0.05)
     assert set(errors) == {"all_reduce_tp2", "all_reduce_tp4"}
+
+
+def test_interpolation_holdout_is_exact_on_piecewise_linear_data():
+    from schedsim.latency.accuracy import interpolation_holdout, summarize_errors
+    xs = [1, 2, 3, 4, 5, 6, 7]
+    comp = pd.DataFrame({"gpu": "h100-sxm", "model": "llama-2-7b", "tp": 1, "op": "add",
+                         "num_tokens": xs, "time_s": [1e-6 * x for x in xs]})
+    pts = interpolation_holdout(Profiles(comp, pd.DataFrame(), pd.DataFrame()))
+    assert sorted(pts.num_tokens) == [2, 4, 6]
+    assert summarize_errors(pts).median_rel_err.max() < 1e-9
