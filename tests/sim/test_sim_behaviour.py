@@ -126,3 +126,18 @@ def test_itl_table_and_summary_agree():
     assert np.allclose(first.sort_index().to_numpy(), ttft.sort_index().to_numpy())
     later = itl[itl.token_index > 0]["itl"]
     assert abs(later.mean() * 1000 - res.summary["mean_itl_ms"]) < 1e-6
+
+
+def test_summary_has_every_documented_key_and_max_sim_time_stops_early():
+    from schedsim.results import REQUEST_COLUMNS, STEP_COLUMNS, SUMMARY_KEYS, TIMELINE_COLUMNS
+
+    wl = burst(20, 100, 300, gap=0.05)
+    full = simulate(cfg(policy="vllm-async"), workload=wl, progress=True)
+    assert set(SUMMARY_KEYS) <= set(full.summary)
+    assert list(full.requests.columns) == list(REQUEST_COLUMNS)
+    assert list(full.steps.columns) == ["step"] + [c for c in STEP_COLUMNS if c != "step"]
+    assert list(full.timeline.columns) == list(TIMELINE_COLUMNS)
+    cut = simulate(cfg(policy="vllm-async", max_sim_time=1.0), workload=wl)
+    assert cut.summary["num_unfinished"] > 0
+    assert cut.steps["schedule_time"].max() <= 1.0
+    assert full.summary["num_unfinished"] == 0
