@@ -80,6 +80,9 @@ def plot_metric_vs_knob(table: pd.DataFrame, x: str, metric: str, group_by: Sequ
         grp = grp.sort_values(x)
         ax.plot(grp[x], grp[metric], marker="o", label=label or metric)
     ax.set(xlabel=x, ylabel=metric, title=f"{metric} vs {x}")
+    xs = pd.to_numeric(table[x], errors="coerce")
+    if xs.notna().all() and xs.min() > 0 and xs.max() / xs.min() >= 16:
+        ax.set_xscale("log")  # knobs swept geometrically (rates, scales) read best on a log axis
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
     return _save(fig, path)
