@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from .prefix import _SEED, mix, mix_array
 
@@ -156,21 +158,36 @@ def build_requests(spec: WorkloadSpec, t: np.ndarray, rng: np.random.Generator) 
     return _prune(df, spec)
 
 
+def _strings(prefix: str, numbers: np.ndarray, suffix: tuple[str, np.ndarray] | None = None
+             ) -> pd.api.extensions.ExtensionArray:
+    """'<prefix><n>[<sep><m>]' ids built in Arrow (a million ids in well under a second)."""
+    parts = [prefix, pa.array(numbers).cast(pa.string())]
+    if suffix is not None:
+        parts += [suffix[0], pa.array(suffix[1]).cast(pa.string())]
+    return pd.array(pc.binary_join_element_wise(*parts, ""), dtype="string[pyarrow]")
+
+
+def _nullable(value: int | None, n: int) -> pd.arrays.IntegerArray:
+    """A constant Int64 column without building a Python list."""
+    return pd.arrays.IntegerArray(np.full(n, value or 0, dtype=np.int64),
+                                  np.full(n, value is None))
+
+
 def _frame(c: ClassSpec, cols: dict[str, np.ndarray]) -> pd.DataFrame:
     """Attach ids and per-class flags."""
     ev, turn_i = cols.pop("event"), cols.pop("turn_i")
+    n = len(ev)
     df = pd.DataFrame(cols)
     if c.turns is not None:
-        sess = np.char.add(f"{c.name}-s", ev.astype(str))
-        df.insert(0, "request_id", np.char.add(np.char.add(sess, "-t"), turn_i.astype(str)))
-        df["session_id"], df["turn"] = sess, turn_i
+        df.insert(0, "request_id", _strings(f"{c.name}-s", ev, ("-t", turn_i)))
+        df["session_id"], df["turn"] = _strings(f"{c.name}-s", ev), turn_i
     else:
-        df.insert(0, "request_id", np.char.add(f"{c.name}-", ev.astype(str)))
-    df["structured_output"] = c.structured_output
-    df["priority"] = c.priority
-    df["lora_id"] = pd.array([c.lora_id] * len(df), dtype="Int64")
-    df["max_tokens"] = pd.array([c.max_tokens] * len(df), dtype="Int64")
-    df["request_class"] = c.name
+        df.insert(0, "request_id", _strings(f"{c.name}-", ev))
+    df["structured_output"] = np.full(n, c.structured_output)
+    df["priority"] = np.full(n, c.priority, dtype=np.int64)
+    df["lora_id"] = _nullable(c.lora_id, n)
+    df["max_tokens"] = _nullable(c.max_tokens, n)
+    df["request_class"] = pd.array(pa.repeat(c.name, n), dtype="string[pyarrow]")
     df["_event"], df["turn_tmp"] = ev, turn_i
     return df
 
