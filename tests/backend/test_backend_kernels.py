@@ -14,6 +14,8 @@ from schedsim.backend.kernels import check_block_tables, check_slot_mapping, get
 from schedsim.backend.kernels import reference as ref  # noqa: E402
 
 TRITON_OK, TRITON_WHY = triton_status()
+# Triton kernels run on CUDA tensors where a GPU exists (compiled), else interpreted on CPU tensors.
+DEV = "cuda" if torch.cuda.is_available() else "cpu"
 needs_triton = pytest.mark.skipif(not TRITON_OK, reason=f"Triton kernels skipped: {TRITON_WHY}")
 
 
@@ -78,11 +80,12 @@ def test_triton_paged_attention_mixed_batch(dtype, dim, page, tol):
     """Prefill from scratch, a chunk over cached context, decodes and a >16-token chunk in one launch."""
     ops = get_ops("triton")
     meta = make_batch([(0, 5), (7, 3), (12, 1), (3, 18), (0, 1)], page=page, num_blocks=24)
+    meta_dev = meta.to(DEV)
     g = torch.Generator().manual_seed(1)
     kc = torch.randn(24, page, 2, dim, generator=g).to(dtype)
     vc = torch.randn(24, page, 2, dim, generator=g).to(dtype)
     q = torch.randn(int(meta.query_start_loc[-1]), 4, dim, generator=g).to(dtype)
-    out = ops.paged_attention(q, kc, vc, meta, dim ** -0.5)
+    out = ops.paged_attention(q.to(DEV), kc.to(DEV), vc.to(DEV), meta_dev, dim ** -0.5).cpu()
     assert out.dtype == dtype
     assert max_err(out, ref.paged_attention_ref(q, kc, vc, meta, dim ** -0.5)) < tol
 
@@ -103,17 +106,19 @@ def test_triton_pointwise_kernels_match_references(dtype, tol):
     g = torch.Generator().manual_seed(2)
     x, res, w = (torch.randn(7, 48, generator=g).to(dtype), torch.randn(7, 48, generator=g).to(dtype),
                  torch.randn(48, generator=g).to(dtype))
-    for got, want in zip(ops.rms_norm(x, w, 1e-5, res), ref.rms_norm_ref(x, w, 1e-5, res), strict=True):
-        assert max_err(got, want) < tol * 10
-    assert max_err(ops.rms_norm(x, w, 1e-5)[0], ref.rms_norm_ref(x, w, 1e-5)[0]) < tol * 10
+    got = ops.rms_norm(x.to(DEV), w.to(DEV), 1e-5, res.to(DEV))
+    for got_t, want in zip(got, ref.rms_norm_ref(x, w, 1e-5, res), strict=True):
+        assert max_err(got_t.cpu(), want) < tol * 10
+    plain = ops.rms_norm(x.to(DEV), w.to(DEV), 1e-5)[0].cpu()
+    assert max_err(plain, ref.rms_norm_ref(x, w, 1e-5)[0]) < tol * 10
     gu = torch.randn(5, 80, generator=g).to(dtype)
-    assert max_err(ops.silu_and_mul(gu), ref.silu_and_mul_ref(gu)) < tol
+    assert max_err(ops.silu_and_mul(gu.to(DEV)).cpu(), ref.silu_and_mul_ref(gu)) < tol
     cos_sin = ref.rotary_cos_sin(12, 64, 10000.0)
     pos = torch.tensor([0, 3, 9, 63, 17])
     q, k = torch.randn(5, 4, 12, generator=g).to(dtype), torch.randn(5, 2, 12, generator=g).to(dtype)
     want_q, want_k = ref.rotary_ref(pos, q, k, cos_sin)
-    got_q, got_k = ops.rotary(pos, q.clone(), k.clone(), cos_sin)
-    assert max_err(got_q, want_q) < tol and max_err(got_k, want_k) < tol
+    got_q, got_k = ops.rotary(pos.to(DEV), q.to(DEV), k.to(DEV), cos_sin.to(DEV))
+    assert max_err(got_q.cpu(), want_q) < tol and max_err(got_k.cpu(), want_k) < tol
 
 
 @needs_triton
@@ -123,7 +128,9 @@ def test_triton_store_kv_by_slot_mapping():
     meta.slot_mapping[2] = -1  # a row that must not be stored
     key, value = torch.randn(8, 2, 8), torch.randn(8, 2, 8)
     caches = [torch.zeros(10, 4, 2, 8) for _ in range(4)]
-    ops.store_kv(key, value, caches[0], caches[1], meta.slot_mapping)
+    dev_caches = [c.to(DEV) for c in caches[:2]]
+    ops.store_kv(key.to(DEV), value.to(DEV), dev_caches[0], dev_caches[1], meta.slot_mapping)
+    caches[:2] = [c.cpu() for c in dev_caches]
     ref.store_kv_ref(key, value, caches[2], caches[3], meta.slot_mapping)
     assert torch.equal(caches[0], caches[2]) and torch.equal(caches[1], caches[3])
     assert int((caches[0] != 0).any(-1).any(-1).sum()) == 7  # 7 slots written, the -1 row skipped

@@ -119,6 +119,7 @@ def test_seeded_sampling_is_identical_across_engines_and_chunking(shared):
 
 
 @pytest.mark.skipif(not triton_status()[0], reason=f"Triton kernels skipped: {triton_status()[1]}")
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on CUDA the gpu tests run this on the device")
 def test_triton_kernels_drive_an_async_chunked_run(shared):
     """The whole executor on the Triton kernels (interpreted on a CPU): tiny on purpose."""
     requests = [Request("x", 0.0, 6, 3, prompt_token_ids=[5, 6, 7, 8, 9, 10], ignore_eos=True),
