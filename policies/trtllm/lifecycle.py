@@ -35,12 +35,18 @@ def stop_reason(request: Request, token: int) -> RequestStatus | None:
 
 def append_tokens(req: LlmRequest, tokens: list[int], max_model_len: int) -> tuple[list[int],
                                                                                     RequestStatus | None]:
-    """Append sampled tokens until a stop condition; returns the delivered ones and the finish."""
+    """Append sampled tokens until a stop condition; returns the newly delivered ones and the finish.
+
+    Positions a pause truncated were already streamed to the client: regenerating them is recompute,
+    not new output, so only positions past the delivered high-water mark are returned.
+    """
     request = req.request
     delivered: list[int] = []
     for tok in tokens:
+        if len(request.output_token_ids) >= req.num_delivered:
+            delivered.append(tok)
+            req.num_delivered += 1
         request.output_token_ids.append(tok)
-        delivered.append(tok)
         status = stop_reason(request, tok)
         if status is None and (req.max_num_generated_tokens >= req.max_new_tokens
                                or request.num_tokens >= max_model_len):

@@ -117,11 +117,12 @@ class TrtllmPolicy:
         return self.kv.usage
 
     def update_draft_token_ids(self, drafts: Mapping[str, list[int]]) -> None:
-        """Attach drafts proposed for the next step (at most the request's spec profile)."""
+        """Attach drafts for the next step: at most the spec profile, and never past max_new_tokens."""
         for rid, ids in drafts.items():
             req = self.requests.get(rid)
             if req is not None and req.is_generation_in_progress_state:
-                req.draft_tokens = list(ids[:max(req.request.num_spec_tokens, 0)])
+                room = req.max_new_tokens - req.max_num_generated_tokens - 1
+                req.draft_tokens = list(ids[:max(min(req.request.num_spec_tokens, room), 0)])
                 req.request.spec_token_ids = list(req.draft_tokens)
 
     # ---- scheduling ----

@@ -72,6 +72,8 @@ class LlmRequest:
     has_run: bool = False
     # Positions below this had KV before the last pause: computing them again is recompute.
     recompute_watermark: int = 0
+    # Output positions already streamed to the client (a truncating pause makes some come again).
+    num_delivered: int = 0
 
     @classmethod
     def from_request(cls, request: Request, max_new_tokens: int,

@@ -113,3 +113,9 @@ def test_max_utilization_pauses_folds_and_resumes_with_recompute():
     assert victim.num_truncated_tokens > 0  # its prompt + outputs exceeded max_input_len 60
     assert policy.stats.num_pauses == len(paused)
     assert all(len(r.output_token_ids) <= 40 for r in requests.values())
+    delivered = {rid: 0 for rid in requests}
+    for tokens in log.delivered:
+        for rid, n in tokens.items():
+            delivered[rid] += n
+    # regenerated (truncated) positions are recomputed, not streamed to the client twice
+    assert delivered == {rid: len(r.output_token_ids) for rid, r in requests.items()}

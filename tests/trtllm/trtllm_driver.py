@@ -19,6 +19,7 @@ class RunLog:
     finished: dict[str, object] = field(default_factory=dict)
     max_running: int = 0
     first_token_step: dict[str, int] = field(default_factory=dict)
+    delivered: list[dict[str, int]] = field(default_factory=list)
 
 
 def make_request(rid: str, prompt_len: int, output_len: int, max_tokens: int | None = None,
@@ -67,7 +68,9 @@ def run(policy: TrtllmPolicy, arrivals: list[tuple[int, Request]], max_steps: in
         plan = policy.schedule()
         log.plans.append(plan)
         log.max_running = max(log.max_running, len(plan.num_scheduled_tokens))
-        for out in policy.update_from_output(plan, oracle(policy, plan)):
+        outputs = policy.update_from_output(plan, oracle(policy, plan))
+        log.delivered.append({o.request_id: len(o.new_token_ids) for o in outputs})
+        for out in outputs:
             if out.new_token_ids and out.request_id not in log.first_token_step:
                 log.first_token_step[out.request_id] = step
             if out.finish_reason is not None:
