@@ -17,6 +17,8 @@ STEP_FIELDS = ("schedule_time", "start", "end", "gpu_time", "num_prefill_reqs", 
                "num_prefill_tokens", "num_decode_tokens", "num_spec_tokens", "num_running",
                "num_waiting", "kv_usage", "num_preempted", "num_paused", "num_finished",
                "deferred_sampling")
+STEP_TYPES = {"schedule_time": "d", "start": "d", "end": "d", "gpu_time": "d", "kv_usage": "d",
+              "deferred_sampling": "b"}
 
 
 class RequestBuffers:
@@ -48,7 +50,8 @@ class MetricsRecorder:
         self.itl_gaps = array("d")
         self.record_itl = record_itl
         self.itl_rows: tuple[array, array, array] = (array("i"), array("i"), array("d"))
-        self.steps: dict[str, list[Any]] = {k: [] for k in STEP_FIELDS}
+        # compact typed columns: a whole-trace run has hundreds of thousands of steps
+        self.steps: dict[str, array] = {k: array(STEP_TYPES.get(k, "q")) for k in STEP_FIELDS}
         self.timeline: tuple[list[str], list[str], array, array, array] = (
             [], [], array("d"), array("d"), array("i"))
         cfg = policy.config

@@ -60,7 +60,8 @@ def steps_table(m: MetricsRecorder) -> pd.DataFrame:
     s = m.steps
     cols: dict[str, object] = {"step": np.arange(len(s["schedule_time"]), dtype=np.int64)}
     for name in STEP_FIELDS:
-        cols[name] = np.asarray(s[name], dtype=bool if name == "deferred_sampling" else None)
+        col = np.array(s[name])
+        cols[name] = col.astype(bool) if name == "deferred_sampling" else col
         if name == "end":
             cols["duration"] = cols["end"] - cols["start"]
     return pd.DataFrame(cols)
