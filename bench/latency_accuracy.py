@@ -13,7 +13,6 @@ from __future__ import annotations
 import random
 
 import pandas as pd
-
 from schedsim.latency import CpuCostModel, StepShape, make_latency_model
 from schedsim.latency.accuracy import (
     interpolation_holdout,

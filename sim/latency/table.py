@@ -12,7 +12,7 @@ from .base import StepShape
 from .interp import Curve, ExtrapolationWarning
 from .profiles import COMPUTE_OPS, Profiles, node_for_gpu, read_profiles, shipped_profiles
 from .roofline import RooflineModel
-from .specs import GpuSpec, ModelSpec
+from .specs import GpuSpec, ModelSpec, get_model_spec
 
 _first, _second = itemgetter(0), itemgetter(1)
 LAYER_OPS = tuple(op for op in COMPUTE_OPS if op != "emb")
@@ -59,14 +59,38 @@ def find_profile(model: ModelSpec, gpu: GpuSpec, tp: int,
         folder = Path(calibration["_path"]).parent / calibration["profiles"]
         sources.append((read_profiles(folder), str(folder)))
     sources.append((shipped_profiles(), "shipped (Vidur, MIT)"))
-    for profiles, where in sources:
-        ops = _curves_for(profiles, model.name, gpu.name, tp)
-        if ops:
-            grid = int(max(c.xs[-1] for c in ops.values()))
-            return TableProfile(model.name, gpu.name, tp, ops, _all_reduce_curve(profiles, gpu.name,
-                                                                                 tp),
-                                source=where, grid_max_tokens=grid)
+    for names in ([model.name], same_layer_shapes(model)):
+        found = []
+        for name in names:
+            for profiles, where in sources:
+                ops = _curves_for(profiles, name, gpu.name, tp)
+                if ops:
+                    found.append((int(max(c.xs[-1] for c in ops.values())), name, ops, profiles,
+                                  where))
+                    break
+        if found:  # the model's own profile, else the same-shaped model with the widest grid
+            grid, name, ops, profiles, where = max(found, key=lambda f: f[0])
+            if name != model.name:
+                where += f"; measured on {name} (same layer shapes)"
+            return TableProfile(model.name, gpu.name, tp, ops,
+                                _all_reduce_curve(profiles, gpu.name, tp), source=where,
+                                grid_max_tokens=grid)
     return None
+
+
+def _layer_key(m: ModelSpec) -> tuple:
+    return (m.num_layers, m.hidden_size, m.num_attention_heads, m.num_key_value_heads, m.head_dim,
+            m.intermediate_size, m.gated_mlp, m.dtype_bytes)
+
+
+def same_layer_shapes(model: ModelSpec) -> list[str]:
+    """Shipped specs whose layers are identical (e.g. Llama-3.1-8B and Llama-3-8B): their
+    per-operator profiles apply unchanged."""
+    from .specs import list_model_specs
+
+    key = _layer_key(model)
+    return [n for n in list_model_specs()
+            if n != model.name and _layer_key(get_model_spec(n)) == key]
 
 
 class TableModel:

@@ -3,7 +3,6 @@
 import json
 
 import pytest
-
 from schedsim.latency import CpuCostModel
 from schedsim.latency.cpu_calibrate import calibrate_cpu_costs
 from schedsim.latency.cpu_cost import load_cpu_cost

@@ -91,6 +91,15 @@ def test_auto_selects_table_when_profiled_else_fitted_roofline():
         make_latency_model("llama-3.1-8b", "h100-sxm", 1, kind="table")
 
 
+def test_profile_of_a_model_with_identical_layers_is_used():
+    lm = make_latency_model("llama-3.1-70b", "a100-80gb", 4)
+    assert lm.name == "table"
+    # Llama-3-70B and Llama-2-70B share the layer shapes; the wider (32k-token) grid wins
+    assert "measured on llama-3-70b" in lm.describe()["profile"]
+    assert lm.describe()["grid_max_tokens"] == 32768
+    assert "same layer shapes" in make_latency_model("llama-3.1-70b", "h100", 8).describe()["profile"]
+
+
 def test_table_and_fitted_roofline_agree_within_a_factor():
     shape = StepShape(prefills=[(512, 0)], decodes=[(800, 0)] * 32)
     for model, gpu, tp in [("llama-2-7b", "a100-80gb", 1), ("llama-3-70b", "a100-80gb", 8),
