@@ -10,13 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..interface import register_policy
+from .allocation import BatchAllocator, TrtllmStats
 from .capacity import CapacityResult, CapacityScheduler, CapacitySchedulerPolicy, PeftBudget
 from .chunking import ChunkingPolicy, reuse_adjusted_compute, set_ctx_requests_chunk_size
 from .config import TrtllmConfig
 from .kv_accounting import KvAccounting, PrefixReuseSummary
 from .micro_batch import ContextChunkingConfig, MicroBatch, MicroBatchScheduler
 from .pause import pause
-from .policy import TrtllmPolicy, TrtllmStats
+from .policy import TrtllmPolicy
 from .state import CAPACITY_WINDOW, MICRO_BATCH_WINDOW, LlmRequest, LlmRequestState
 
 _DESCRIPTIONS = {
@@ -40,7 +41,7 @@ def _factory(policy: CapacitySchedulerPolicy) -> Callable[[TrtllmConfig], Trtllm
 for _policy, _description in _DESCRIPTIONS.items():
     register_policy(f"trtllm:{_policy.value}", _description, TrtllmConfig)(_factory(_policy))
 
-__all__ = ["CAPACITY_WINDOW", "MICRO_BATCH_WINDOW", "CapacityResult", "CapacityScheduler",
+__all__ = ["CAPACITY_WINDOW", "MICRO_BATCH_WINDOW", "BatchAllocator", "CapacityResult", "CapacityScheduler",
            "CapacitySchedulerPolicy", "ChunkingPolicy", "ContextChunkingConfig", "KvAccounting",
            "LlmRequest", "LlmRequestState", "MicroBatch", "MicroBatchScheduler", "PeftBudget",
            "PrefixReuseSummary", "TrtllmConfig", "TrtllmPolicy", "TrtllmStats", "pause",
