@@ -50,6 +50,16 @@ def test_random_workloads_conserve_kv_and_finish(capacity, chunking, data):
     reqs, knobs = data
     policy = make_policy(f"trtllm:{capacity}", block_size=BLOCK, max_model_len=256,
                          chunking_policy=chunking, **knobs)
+    level1 = policy.capacity.schedule
+
+    def checked_capacity(active):
+        res = level1(active)
+        fitting, paused = {r.request_id for r in res.fitting}, {r.request_id for r in res.paused}
+        assert not fitting & paused, "a request both fitting and paused"
+        assert len(fitting) <= policy.config.max_num_seqs
+        return res
+
+    policy.capacity.schedule = checked_capacity
     tag = f"{capacity}/{chunking}"
     arrivals = [(step, make_request(f"{tag}/{i}", p, o, hashes=h, **extra))
                 for step, i, p, o, h, extra in reqs]
