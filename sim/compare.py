@@ -75,8 +75,9 @@ def make_variants(base: Any, policies: Sequence[str], files: Sequence[Path]) -> 
     return variants
 
 
-def run_variants(variants: Sequence[tuple[str, Any]], progress: bool = True) -> dict[str, Any]:
-    """Simulate each (label, RunConfig) on one loaded copy of its trace; RunResults by label."""
+def run_variants(variants: Sequence[tuple[str, Any]], progress: bool = True,
+                 workload: pd.DataFrame | None = None) -> dict[str, Any]:
+    """Simulate each (label, RunConfig) on one loaded copy of its trace (or on `workload` for all)."""
     from tqdm import tqdm
 
     from .simulate import simulate
@@ -85,9 +86,10 @@ def run_variants(variants: Sequence[tuple[str, Any]], progress: bool = True) -> 
     traces: dict[str, pd.DataFrame] = {}
     results = {}
     for label, config in tqdm(variants, desc="compare", disable=not progress, unit="run"):
-        if config.trace not in traces:  # max_requests and rate are applied by simulate()
+        if workload is None and config.trace not in traces:  # simulate() applies max_requests, rate
             traces[config.trace] = load_workload(config.trace)
-        results[label] = simulate(config, workload=traces[config.trace], progress=False)
+        shared = workload if workload is not None else traces[config.trace]
+        results[label] = simulate(config, workload=shared, progress=False)
     return results
 
 
