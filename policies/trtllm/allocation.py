@@ -63,7 +63,7 @@ class BatchAllocator:
         chosen = {r.request_id for r in batch.generation_requests + batch.context_requests}
         for rid, req in allocated.items():
             if rid not in chosen and req.is_context_init_state and req.is_first_context_chunk:
-                self._undo_first_chunk(req)
+                self.undo_first_chunk(req)
             elif rid not in chosen and req.is_context_init_state:
                 req.context_chunk_size = 0
         return batch
@@ -97,7 +97,7 @@ class BatchAllocator:
         """Tokens a scheduled context computes: its chunk, plus drafts riding on a last chunk."""
         return req.context_chunk_size + (req.num_draft_tokens if req.is_last_context_chunk else 0)
 
-    def _undo_first_chunk(self, req: LlmRequest) -> None:
+    def undo_first_chunk(self, req: LlmRequest) -> None:
         """Give back a first chunk's blocks when the redone batch no longer includes it."""
         self.kv.free(req.request)
         req.prepopulated_prompt_len = req.context_current_position = 0

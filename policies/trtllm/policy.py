@@ -171,7 +171,7 @@ class TrtllmPolicy:
                 continue  # aborted while in flight
             base, drafts = scheduled
             if rid in result.failed_kv_load_ids:
-                req.draft_tokens.clear()
+                self._kv_load_failed(req)
                 continue  # nothing computed: the same tokens are scheduled again
             sampled = result.sampled_token_ids.get(rid, [])
             accepted = min(max(len(sampled) - 1, 0), drafts)
@@ -196,6 +196,13 @@ class TrtllmPolicy:
             if finish is not None:
                 self._finish(req, finish)
         return outputs
+
+    def _kv_load_failed(self, req: LlmRequest) -> None:
+        """Nothing of the step landed; a first chunk gives its blocks back and starts over."""
+        req.draft_tokens.clear()
+        req.request.spec_token_ids = []
+        if req.is_context_init_state and req.is_first_context_chunk:
+            self.allocator.undo_first_chunk(req)
 
     def _finish(self, req: LlmRequest, status: RequestStatus) -> None:
         """GENERATION_COMPLETE: free the KV and drop the request from the active list."""

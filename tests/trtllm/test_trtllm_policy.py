@@ -119,3 +119,14 @@ def test_max_utilization_pauses_folds_and_resumes_with_recompute():
             delivered[rid] += n
     # regenerated (truncated) positions are recomputed, not streamed to the client twice
     assert delivered == {rid: len(r.output_token_ids) for rid, r in requests.items()}
+
+
+def test_failed_kv_load_of_a_first_chunk_gives_blocks_back_and_retries():
+    policy = small()
+    policy.add_request(make_request("f", 40, 3))
+    plan = policy.schedule()
+    outputs = policy.update_from_output(plan, StepResult(failed_kv_load_ids={"f"}))
+    assert outputs == [] and policy.kv.num_free_blocks == 63
+    policy.check_invariants()
+    again = policy.schedule()
+    assert again.num_scheduled_tokens == {"f": 40} and again.context_lens == {"f": 0}
