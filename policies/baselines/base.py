@@ -22,11 +22,19 @@ class BasePolicy:
 
     max_concurrent_batches: int = 1
     clip_max_new_to_pool: bool = False
+    scheduling_policies: tuple[str, ...] = ("fcfs",)
 
     def __init__(self, config: SchedulerConfig, watermark: float = 0.0) -> None:
+        name = type(config).__name__
         if config.num_spec_tokens:
-            raise ValueError(f"{type(config).__name__}.num_spec_tokens: speculative decoding is not "
-                             f"modelled by {type(self).__name__}, got {config.num_spec_tokens}")
+            raise ValueError(f"{name}.num_spec_tokens: speculative decoding is not modelled by "
+                             f"{type(self).__name__}, got {config.num_spec_tokens}")
+        if config.long_prefill_token_threshold:
+            raise ValueError(f"{name}.long_prefill_token_threshold: not a knob of "
+                             f"{type(self).__name__}, got {config.long_prefill_token_threshold}")
+        if config.scheduling_policy not in self.scheduling_policies:
+            raise ValueError(f"{name}.scheduling_policy: {type(self).__name__} supports "
+                             f"{self.scheduling_policies}, got {config.scheduling_policy!r}")
         self.config = config
         self.kv = KVCacheManager(config.num_gpu_blocks, config.block_size, config.max_model_len,
                                  enable_caching=config.enable_prefix_caching, watermark=watermark)

@@ -29,6 +29,7 @@ class SGLangOverlapPolicy(BasePolicy):
     """SGLang's Scheduler on the shared step interface."""
 
     clip_max_new_to_pool = True
+    scheduling_policies = ("fcfs", "priority")
 
     def __init__(self, config: SGLangConfig) -> None:
         super().__init__(config)
