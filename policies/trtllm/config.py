@@ -56,10 +56,10 @@ class TrtllmConfig(SchedulerConfig):
         if not self.enable_chunked_prefill and self.effective_max_num_tokens < self.effective_max_input_len:
             raise ValueError(f"{name}: without chunking max_num_tokens ({self.effective_max_num_tokens}) "
                              f"must be >= max_input_len ({self.effective_max_input_len})")
-        if self.chunking_policy == ChunkingPolicy.FORCE_CHUNK.value and \
-                self.effective_max_num_tokens < self.effective_chunk_unit:
+        if self.enable_chunked_prefill and self.effective_max_num_tokens < self.effective_chunk_unit:
+            # a trimmed chunk is floored to the unit: a budget below one unit never schedules a long prompt
             raise ValueError(f"{name}.chunk_unit_size ({self.effective_chunk_unit}) exceeds max_num_tokens "
-                             f"({self.effective_max_num_tokens}) under force-chunk")
+                             f"({self.effective_max_num_tokens})")
 
     @property
     def effective_max_batch_size(self) -> int:

@@ -31,6 +31,8 @@ def test_config_errors_name_the_field():
         TrtllmConfig(max_model_len=100, max_input_len=100)
     with pytest.raises(ValueError, match="chunk_unit_size"):
         TrtllmConfig(chunk_unit_size=0)
+    with pytest.raises(ValueError, match="chunk_unit_size"):
+        TrtllmConfig(chunk_unit_size=64, max_num_batched_tokens=32)
     with pytest.raises(ValueError, match="unknown option"):
         make_policy("trtllm:max-utilization", chunk_policy="fcfs")
 
