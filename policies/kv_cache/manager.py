@@ -99,10 +99,14 @@ class KVCacheManager:
 
         Returns the newly allocated block ids, or None (nothing changed) if the pool is too small.
         """
+        rid = request.request_id
+        blocks = self.req_to_blocks.get(rid)
+        if blocks is not None and not new_computed_blocks and not full_sequence_must_fit:
+            return self._extend(request, blocks, num_new_tokens, num_lookahead_tokens,
+                                has_scheduled_reqs)
         if num_new_tokens == 0 and num_new_computed_tokens == 0:
             raise ValueError("num_new_tokens must be > 0 when there are no computed tokens to adopt")
         hit = new_computed_blocks or []
-        rid = request.request_id
         num_local_computed = request.num_computed_tokens + num_new_computed_tokens
         total_computed = min(num_local_computed, self.max_model_len)
         watermark = 0
@@ -116,7 +120,6 @@ class KVCacheManager:
         need_slot = min(total_computed + num_new_tokens + num_lookahead_tokens, self.max_model_len)
         if self._num_blocks_to_allocate(rid, need_slot, hit) + watermark > free:
             return None
-        blocks = self.req_to_blocks.get(rid)
         if blocks is None:
             blocks = self.req_to_blocks[rid] = []
         if hit:
@@ -129,6 +132,59 @@ class KVCacheManager:
         if self.enable_caching:
             self.cache_blocks(request, min(total_computed + num_new_tokens, request.num_tokens))
         return new_blocks
+
+    def _extend(self, request: Request, blocks: list[int], num_new_tokens: int,
+                num_lookahead_tokens: int, has_scheduled_reqs: bool) -> list[int] | None:
+        """Fast path of allocate_slots for a request that already holds blocks and adopts no hits."""
+        if num_new_tokens <= 0:
+            raise ValueError("num_new_tokens must be > 0 when there are no computed tokens to adopt")
+        computed = request.num_computed_tokens
+        total = computed + num_new_tokens
+        need_slot = total + num_lookahead_tokens
+        if need_slot > self.max_model_len:
+            need_slot = self.max_model_len
+        need = -(-need_slot // self.block_size) - len(blocks)
+        watermark = self.watermark_blocks if has_scheduled_reqs and (
+            request.status == RequestStatus.WAITING or request.status == RequestStatus.PREEMPTED) else 0
+        if need > 0:
+            if need + watermark > len(self.pool.free_queue):
+                return None
+            new_blocks = self.pool.get_new_blocks(need)
+            blocks.extend(new_blocks)
+        else:
+            if watermark > len(self.pool.free_queue):
+                return None
+            new_blocks = []
+        if self.enable_caching:
+            if computed > self.max_model_len:
+                total = self.max_model_len + num_new_tokens
+            n = request.prompt_len + len(request.output_token_ids)
+            if total // self.block_size > self.num_cached_block.get(request.request_id, 0):
+                self.cache_blocks(request, total if total < n else n)
+        return new_blocks
+
+    def append_slots(self, request: Request, num_new_tokens: int) -> bool:
+        """Fast allocate_slots for a running request (no hits, no lookahead, no watermark).
+
+        Returns False where the full allocate_slots must decide (no blocks yet, or too few free).
+        """
+        blocks = self.req_to_blocks.get(request.request_id)
+        if blocks is None:
+            return False
+        total = request.num_computed_tokens + num_new_tokens
+        need_slot = total if total < self.max_model_len else self.max_model_len
+        need = -(-need_slot // self.block_size) - len(blocks)
+        if need > 0:
+            if need > len(self.pool.free_queue):
+                return False
+            blocks.extend(self.pool.get_new_blocks(need))
+        if self.enable_caching:
+            n = request.prompt_len + len(request.output_token_ids)
+            if total > n:
+                total = n
+            if total // self.block_size > self.num_cached_block.get(request.request_id, 0):
+                self.cache_blocks(request, total)
+        return True
 
     def cache_blocks(self, request: Request, num_computed_tokens: int) -> None:
         """Publish the request's full, finalized blocks (up to num_computed_tokens) to the cache."""

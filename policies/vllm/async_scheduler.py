@@ -23,22 +23,35 @@ class VllmAsyncScheduler(VllmScheduler):
         self._spec_placeholders: list[int] = [-1] * config.num_spec_tokens
 
     def _update_after_schedule(self, plan: StepPlan) -> None:
-        """After the base hook sets is_prefill_chunk: every sampling request owes 1 + drafts tokens."""
-        super()._update_after_schedule(plan)
+        """The base hook (computed/in-flight/is_prefill_chunk), then, for every request that samples,
+        1 + drafts output placeholders and [-1] * K draft placeholders (one pass)."""
         requests = self.requests
         spec = plan.spec_decode_tokens
         placeholders = self._spec_placeholders
-        pending = False
-        for rid in plan.num_scheduled_tokens:
+        seq = self.kv.sched_step_seq if self.config.defer_block_free else None
+        has_so = pending = False
+        for rid, n in plan.num_scheduled_tokens.items():
             request = requests[rid]
-            if request.is_prefill_chunk:
+            computed = request.num_computed_tokens + n
+            request.num_computed_tokens = computed
+            request.num_in_flight_tokens += n
+            if seq is not None:
+                request.last_sched_seq = seq
+            owed = request.num_output_placeholders
+            chunk = computed < request.prompt_len + len(request.output_token_ids) + owed
+            request.is_prefill_chunk = chunk
+            if chunk:
                 continue
-            pending |= request.structured_output and request.num_output_placeholders > 0
-            drafts = spec.get(rid)
-            request.num_output_placeholders += 1 + (len(drafts) if drafts else 0)
+            has_so |= request.structured_output
+            pending |= request.structured_output and owed > 0
+            drafts = spec.get(rid) if spec else None
+            request.num_output_placeholders = owed + 1 + (len(drafts) if drafts else 0)
             # Draft placeholders: the real drafts stay with the executor.
             request.spec_token_ids = placeholders
+        plan.has_structured_output_requests = has_so
         plan.pending_structured_output_tokens = pending
+        self.finished_req_ids = []
+        self.preempted_req_ids = []
 
     def update_draft_token_ids(self, drafts: Mapping[str, list[int]]) -> None:
         """Async scheduling never sees real drafts (vLLM skips this call): placeholders stand in."""

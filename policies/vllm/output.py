@@ -31,6 +31,13 @@ class OutputMixin:
             self.kv.end_step()
         requests = self.requests
         sampled = result.sampled_token_ids
+        spec_tokens = plan.spec_decode_tokens
+        cache_spec = self.num_spec_tokens > 0
+        running_status = RequestStatus.RUNNING
+        max_model_len = self.config.max_model_len
+        caching = self.kv.enable_caching
+        block_size = self.kv.block_size
+        num_cached = self.kv.num_cached_block
         outputs: list[RequestOutput] = []
         stopped_running: set[Request] = set()
         stopped_waiting: set[Request] = set()
@@ -46,24 +53,36 @@ class OutputMixin:
             generated = sampled.get(rid)
             if not generated:
                 continue  # a prefill chunk: nothing to deliver
-            spec = plan.spec_decode_tokens.get(rid)
-            if spec and not stale:
-                rejected = len(spec) - max(len(generated) - 1, 0)
-                if request.num_computed_tokens > 0:
-                    request.num_computed_tokens -= rejected
-                if request.num_output_placeholders > 0:
-                    request.num_output_placeholders -= rejected
+            if spec_tokens and not stale:
+                spec = spec_tokens.get(rid)
+                if spec:
+                    self._roll_back_rejected(request, len(spec) - max(len(generated) - 1, 0))
             status_before = request.status
             had_placeholders = request.num_output_placeholders > 0
-            new_ids, stopped = self._append_outputs(request, list(generated), stale)
-            if (not stale and status_before == RequestStatus.RUNNING
-                    and (had_placeholders or self.num_spec_tokens > 0)):
-                self.kv.cache_blocks(request, request.num_computed_tokens - request.num_in_flight_tokens)
+            if len(generated) == 1 and not stale:
+                # Common case: one token, no trimming possible.
+                tok = generated[0]
+                outs = request.output_token_ids
+                outs.append(tok)
+                stopped = ((tok == request.eos_token_id and not request.ignore_eos)
+                           or len(outs) >= request.max_tokens
+                           or request.prompt_len + len(outs) >= max_model_len
+                           or (request.stop_token_ids and tok in request.stop_token_ids))
+                if stopped:
+                    check_stop(request, max_model_len)
+                if had_placeholders:
+                    request.num_output_placeholders -= 1
+                new_ids = [tok]
+            else:
+                new_ids, stopped = self._append_outputs(request, list(generated), stale)
+            if not stale and status_before == running_status and (had_placeholders or cache_spec):
+                done = request.num_computed_tokens - request.num_in_flight_tokens
+                if caching and done // block_size > num_cached.get(rid, 0):
+                    self.kv.cache_blocks(request, done)
             if stopped:
                 outputs.append(RequestOutput(rid, new_ids, request.status, stale))
                 self._free_request(request)
-                (stopped_running if status_before == RequestStatus.RUNNING
-                 else stopped_waiting).add(request)
+                (stopped_running if status_before == running_status else stopped_waiting).add(request)
             else:
                 outputs.append(RequestOutput(rid, new_ids, None, stale))
         if stopped_running:
@@ -72,15 +91,27 @@ class OutputMixin:
             self.waiting.remove_many(stopped_waiting)
         return outputs
 
+    @staticmethod
+    def _roll_back_rejected(request: Request, rejected: int) -> None:
+        """Rejected drafts: their KV positions and (async) placeholders are given back."""
+        if request.num_computed_tokens > 0:
+            request.num_computed_tokens -= rejected
+        if request.num_output_placeholders > 0:
+            request.num_output_placeholders -= rejected
+
     def _append_outputs(self, request: Request, new_ids: list[int], stale: bool) -> tuple[list[int], bool]:
         """Append tokens one by one, stopping (and trimming) at the first stop condition."""
         num_returned = len(new_ids)
         outs = request.output_token_ids
         max_model_len = self.config.max_model_len
         stopped = False
+        eos = None if request.ignore_eos else request.eos_token_id
+        stops = request.stop_token_ids
+        limit = min(request.max_tokens, max_model_len - request.prompt_len)
         for i, tok in enumerate(new_ids, 1):
             outs.append(tok)
-            if check_stop(request, max_model_len):
+            if (tok == eos or len(outs) >= limit or (stops and tok in stops)) and check_stop(
+                    request, max_model_len):
                 stopped = True
                 trimmed = num_returned - i
                 if not stale:

@@ -73,49 +73,64 @@ class VllmScheduler(LifecycleMixin, OutputMixin):
 
     def _schedule_running(self, st: _StepState) -> None:
         """Give each running request what it still needs, preempting from the back on KV misses."""
-        cfg = self.config
+        max_model_len = self.config.max_model_len
         running = self.running
+        kv = self.kv
+        num_scheduled, context, spec_out = st.num_scheduled, st.context, st.spec
+        threshold = st.threshold
+        token_budget, input_budget = st.token_budget, st.input_budget
         req_index = 0
-        while req_index < len(running) and st.token_budget > 0:
+        while req_index < len(running) and token_budget > 0:
             request = running[req_index]
-            if st.input_budget <= 0:
+            if input_budget <= 0:
                 break
             placeholders = request.num_output_placeholders
-            if placeholders > 0 and (request.num_computed_tokens + 2 - placeholders
+            computed = request.num_computed_tokens
+            if placeholders > 0 and (computed + 2 - placeholders
                                      >= request.prompt_len + request.max_tokens):
                 req_index += 1  # async: the in-flight step already reaches max_tokens
                 continue
-            num_new = request.num_tokens_with_spec + placeholders - request.num_computed_tokens
-            if 0 < st.threshold < num_new:
-                num_new = st.threshold
-            num_new = min(num_new, st.token_budget, st.input_budget,
-                          cfg.max_model_len - request.num_computed_tokens - 1)
+            num_tokens = request.prompt_len + len(request.output_token_ids)
+            num_new = num_tokens + len(request.spec_token_ids) + placeholders - computed
+            if 0 < threshold < num_new:
+                num_new = threshold
+            num_new = min(num_new, token_budget, input_budget, max_model_len - computed - 1)
             if num_new <= 0:
                 req_index += 1  # fully scheduled but not yet processed: let others run
                 continue
-            ok, req_index = self._allocate_or_preempt(st, request, num_new, req_index)
-            if not ok:
-                if self.priority and request.status == RequestStatus.PREEMPTED:
-                    continue  # it preempted itself; later ones have higher priority
-                break
+            if not kv.append_slots(request, num_new):
+                st.token_budget, st.input_budget = token_budget, input_budget
+                ok, req_index = self._allocate_or_preempt(st, request, num_new, req_index)
+                token_budget, input_budget = st.token_budget, st.input_budget
+                if not ok:
+                    if self.priority and request.status == RequestStatus.PREEMPTED:
+                        continue  # it preempted itself; later ones have higher priority
+                    break
             st.scheduled_running.append(request)
-            st.prefill_scheduled |= request.is_prefill_chunk
-            self._record(st, request, num_new, request.num_computed_tokens)
+            if request.is_prefill_chunk:
+                st.prefill_scheduled = True
+            rid = request.request_id
+            num_scheduled[rid] = num_new
+            context[rid] = computed
+            token_budget -= num_new
+            input_budget -= num_new
+            if self.recompute_frontier:
+                self._count_recompute(request, num_new, computed)
             req_index += 1
             if request.spec_token_ids:
-                n_spec = (num_new + request.num_computed_tokens - request.num_tokens
-                          - request.num_output_placeholders)
+                n_spec = num_new + computed - num_tokens - placeholders
                 if n_spec > 0:
-                    st.spec[request.request_id] = request.spec_token_ids[:n_spec]
+                    spec_out[rid] = request.spec_token_ids[:n_spec]
                 request.spec_token_ids = []
+        st.token_budget, st.input_budget = token_budget, input_budget
 
     def _allocate_or_preempt(self, st: _StepState, request: Request, num_new: int,
                              req_index: int) -> tuple[bool, int]:
-        """allocate_slots, preempting victims (last running / lowest priority) until it fits."""
+        """After a failed allocate_slots: preempt victims (last running / lowest priority) until it fits."""
         running = self.running
+        if self.kv.allocate_slots(request, num_new) is not None:
+            return True, req_index
         while True:
-            if self.kv.allocate_slots(request, num_new) is not None:
-                return True, req_index
             if self.priority:
                 victim = max(running, key=lambda r: (r.priority, r.arrival_time))
             else:
@@ -140,6 +155,8 @@ class VllmScheduler(LifecycleMixin, OutputMixin):
             st.preempted.append(victim)
             if victim is request:
                 return False, req_index
+            if self.kv.allocate_slots(request, num_new) is not None:
+                return True, req_index
 
     def _schedule_waiting(self, st: _StepState) -> None:
         """Admit waiting requests in queue order until budget, seats or KV run out (no preemption)."""
@@ -185,12 +202,18 @@ class VllmScheduler(LifecycleMixin, OutputMixin):
             waiting.prepend_many(skipped)
 
     def _record(self, st: _StepState, request: Request, num_new: int, context: int) -> None:
-        """Charge the budgets and count recomputed tokens below the pre-preemption frontier."""
+        """Charge the budgets for an admitted request."""
         rid = request.request_id
         st.num_scheduled[rid] = num_new
         st.context[rid] = context
         st.token_budget -= num_new
         st.input_budget -= num_new
+        if self.recompute_frontier:
+            self._count_recompute(request, num_new, context)
+
+    def _count_recompute(self, request: Request, num_new: int, context: int) -> None:
+        """Tokens scheduled below the pre-preemption frontier are computed a second time."""
+        rid = request.request_id
         frontier = self.recompute_frontier.get(rid)
         if frontier is not None:
             request.num_recomputed_tokens += max(0, min(context + num_new, frontier) - context)
@@ -201,14 +224,14 @@ class VllmScheduler(LifecycleMixin, OutputMixin):
         """Fill the StepPlan, advance the fence and the optimistic counters."""
         total = sum(st.num_scheduled.values())
         assert total <= self.config.max_num_batched_tokens
-        get_ids = self.kv.get_block_ids
+        tables = self.kv.req_to_blocks
         plan = StepPlan(
             step_id=self.current_step - 1,
             num_scheduled_tokens=st.num_scheduled,
             total_num_scheduled_tokens=total,
             context_lens=st.context,
             spec_decode_tokens=st.spec,
-            block_ids={rid: get_ids(rid) for rid in st.num_scheduled},
+            block_ids={rid: tables[rid] for rid in st.num_scheduled},
             new_req_ids=[r.request_id for r in st.new],
             resumed_req_ids=[r.request_id for r in st.resumed],
             preempted_req_ids=self.preempted_req_ids,
