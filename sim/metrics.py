@@ -7,6 +7,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .metrics_hol import HeadOfLineTracker
 from .policies import Policy, Request, RequestOutput, RequestStatus, StepPlan, StepResult
 
 NAN = math.nan
@@ -32,7 +33,6 @@ class RequestBuffers:
         self.finish_reason: list[str | None] = [None] * n
         self.num_out = [0] * n
         self.cached = [0] * n
-        self.hol = [0.0] * n
         self.itl_sum = [0.0] * n
         self.itl_n = [0] * n
 
@@ -55,14 +55,10 @@ class MetricsRecorder:
         self.timeline: tuple[list[str], list[str], array, array, array] = (
             [], [], array("d"), array("d"), array("i"))
         cfg = policy.config
-        self._seats, self._budget = cfg.max_num_seqs, cfg.max_num_batched_tokens
-        self._chunked = getattr(cfg, "enable_chunked_prefill", True)
-        self._bs, self._usable = cfg.block_size, cfg.num_gpu_blocks - 1
-        self._priority = getattr(cfg, "scheduling_policy", "fcfs") == "priority"
-        self._unscheduled: dict[str, Request] = {}
-        self._preempted: dict[str, None] = {}
-        self._hol_pending: list[int] = []
-        self._hol_since = 0.0
+        self.hol = HeadOfLineTracker(self.requests, cfg.max_num_seqs, cfg.max_num_batched_tokens,
+                                     getattr(cfg, "enable_chunked_prefill", True), cfg.block_size,
+                                     cfg.num_gpu_blocks - 1,
+                                     getattr(cfg, "scheduling_policy", "fcfs") == "priority")
 
     # ---- world hooks ----
     def add_interval(self, resource: str, kind: str, start: float, end: float, step: int) -> None:
@@ -84,7 +80,7 @@ class MetricsRecorder:
 
     # ---- engine observer ----
     def on_add(self, request: Request) -> None:
-        self._unscheduled[request.request_id] = request
+        self.hol.added(self.index[request.request_id])
 
     def on_schedule(self, step: int, plan: StepPlan) -> None:
         now = self.clock()
@@ -102,7 +98,7 @@ class MetricsRecorder:
             s[name].append(0)
         s["deferred_sampling"].append(False)
         self._first_schedules(plan, now)
-        self._head_of_line(plan, now, running, kv)
+        self.hol.step(now, plan, running, kv)
 
     def on_update(self, step: int, plan: StepPlan, result: StepResult,
                   outputs: list[RequestOutput]) -> None:
@@ -142,8 +138,8 @@ class MetricsRecorder:
         if self.req.finish_reason[i] is None:
             self.req.finish_reason[i] = reason
             self.req.finish_time[i] = now
-        self._unscheduled.pop(rid, None)
-        self._preempted.pop(rid, None)
+        self.hol.left(i)
+        self.hol.preempted.pop(rid, None)
 
     def _itl_rows(self, i: int, first: int, n: int, now: float) -> None:
         """Rows of the long per-token table."""
@@ -161,38 +157,4 @@ class MetricsRecorder:
             if b.first_sched[i] != b.first_sched[i]:  # NaN
                 b.first_sched[i] = now
                 b.cached[i] = plan.context_lens.get(rid, 0)
-            self._unscheduled.pop(rid, None)
-        for rid in plan.resumed_req_ids:
-            self._preempted.pop(rid, None)
-        for rid in plan.preempted_req_ids:
-            self._preempted[rid] = None
-
-    def _head_of_line(self, plan: StepPlan, now: float, running: int, kv: float) -> None:
-        """Charge the time since the last schedule to requests that were HOL-blocked, then re-judge."""
-        hol = self.req.hol
-        dt = now - self._hol_since
-        for i in self._hol_pending:
-            hol[i] += dt
-        self._hol_since = now
-        self._hol_pending = []
-        if not self._unscheduled or plan.preempted_req_ids:
-            return
-        seats = self._seats - running
-        budget = self._budget - plan.total_num_scheduled_tokens
-        if seats <= 0 or budget <= 0:
-            return
-        waiting = list(self._unscheduled.values())
-        if self._priority:
-            waiting.sort(key=lambda r: (r.priority, r.arrival_time))
-        if not self._preempted:
-            waiting = waiting[1:]  # the head itself is the blocker
-        free_tokens = int((1.0 - kv) * self._usable + 1e-9) * self._bs
-        index = self.index
-        for r in waiting:
-            need = r.prompt_len
-            if self._chunked:
-                need = min(need, budget)
-            elif need > budget:
-                continue
-            if need <= free_tokens:
-                self._hol_pending.append(index[r.request_id])
+            self.hol.left(i)

@@ -45,7 +45,7 @@ def requests_table(m: MetricsRecorder, targets: list[int], rejected: set[str]) -
         "num_pauses": np.array([r.num_pauses for r in reqs], dtype=np.int64),
         "num_recomputed_tokens": np.array([r.num_recomputed_tokens for r in reqs], dtype=np.int64),
         "num_truncated_tokens": np.array([r.num_truncated_tokens for r in reqs], dtype=np.int64),
-        "hol_blocking_time": np.array(b.hol, dtype=float),
+        "hol_blocking_time": m.hol.per_request(),
         "output_hash": np.array([output_hash(r.output_token_ids) for r in reqs], dtype=np.int64),
     })
 
