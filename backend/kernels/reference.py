@@ -62,23 +62,48 @@ def gather_kv(cache: torch.Tensor, block_table: torch.Tensor, seq_len: int) -> t
     return pages.reshape(-1, *cache.shape[2:])[:seq_len]
 
 
+def _decode_attention(q: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
+                      tables: torch.Tensor, lens: torch.Tensor, scale: float) -> torch.Tensor:
+    """Single-token queries [B, Hq, D], batched: one padded gather of every sequence's pages."""
+    block_size, kv_heads = key_cache.shape[1], key_cache.shape[2]
+    pages = -(-int(lens.max()) // block_size)
+    group = q.shape[1] // kv_heads
+    k = key_cache[tables[:, :pages].long()].flatten(1, 2).float()  # [B, S, Hk, D]
+    v = value_cache[tables[:, :pages].long()].flatten(1, 2).float()
+    qg = q.float().view(q.shape[0], kv_heads, group, q.shape[-1])
+    scores = torch.einsum("bkgd,bskd->bkgs", qg, k) * scale
+    pad = torch.arange(k.shape[1], device=q.device)[None, :] >= lens[:, None]
+    scores.masked_fill_(pad[:, None, None, :], float("-inf"))
+    out = torch.einsum("bkgs,bskd->bkgd", scores.softmax(-1), v)
+    return out.reshape(q.shape).to(q.dtype)
+
+
 def paged_attention_ref(q: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
                         meta: AttentionMetadata, scale: float) -> torch.Tensor:
-    """Causal GQA attention of each sequence's new tokens over its whole paged KV: [T, Hq, D]."""
+    """Causal GQA attention of each sequence's new tokens over its whole paged KV: [T, Hq, D].
+
+    Decodes (one new token) run as one batched gather; prefill chunks one sequence at a time.
+    """
     out = torch.empty_like(q)
     qsl = meta.query_start_loc.tolist()
     lens = meta.seq_lens.tolist()
     group = q.shape[1] // key_cache.shape[2]
+    decodes = [i for i in range(len(lens)) if qsl[i + 1] - qsl[i] == 1]
+    if decodes:
+        idx = torch.tensor(decodes, device=q.device)
+        rows = meta.query_start_loc.to(q.device)[idx].long()
+        out[rows] = _decode_attention(q[rows], key_cache, value_cache, meta.block_tables.to(q.device)[idx],
+                                      meta.seq_lens.to(q.device)[idx], scale)
     for i, seq_len in enumerate(lens):
         start, end = qsl[i], qsl[i + 1]
-        if end == start:
+        if end - start <= 1:
             continue
         k = gather_kv(key_cache, meta.block_tables[i], seq_len).float().repeat_interleave(group, 1)
         v = gather_kv(value_cache, meta.block_tables[i], seq_len).float().repeat_interleave(group, 1)
         qi = q[start:end].float()
         scores = torch.einsum("thd,shd->hts", qi, k) * scale
-        q_pos = torch.arange(seq_len - (end - start), seq_len)
-        mask = torch.arange(seq_len)[None, :] > q_pos[:, None]
+        q_pos = torch.arange(seq_len - (end - start), seq_len, device=q.device)
+        mask = torch.arange(seq_len, device=q.device)[None, :] > q_pos[:, None]
         scores.masked_fill_(mask[None], float("-inf"))
         out[start:end] = torch.einsum("hts,shd->thd", scores.softmax(-1), v).to(q.dtype)
     return out
