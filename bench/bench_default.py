@@ -38,14 +38,17 @@ def main() -> None:
         prof.disable()
         prof.dump_stats(args.profile)
     wall = time.perf_counter() - t0
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = usage.ru_utime + usage.ru_stime
     s = res.summary
-    rss_gib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
+    rss_gib = usage.ru_maxrss / 1024**2
     print(f"machine: {platform.machine()} x{_cpus()} cores, Python {platform.python_version()}")
     print(f"config: {cfg.trace} policy={cfg.policy} model={cfg.model} gpu={cfg.gpu} "
           f"engine={s['engine']}")
     print(f"requests: {s['num_requests']} (finished {s['num_finished']}), steps: {s['num_steps']}, "
           f"simulated duration: {s['duration_s']:.1f} s")
-    print(f"wall: {wall:.1f} s (simulation loop {s['sim_wall_s']:.1f} s)")
+    print(f"wall: {wall:.1f} s (simulation loop {s['sim_wall_s']:.1f} s); process CPU time: {cpu:.1f} s "
+          "(the fairer figure on a shared machine)")
     print(f"steps per wall second: {s['num_steps'] / wall:,.0f}")
     print(f"requests per wall second: {s['num_requests'] / wall:,.0f}")
     print(f"peak RSS: {rss_gib:.2f} GiB")

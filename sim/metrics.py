@@ -48,6 +48,7 @@ class MetricsRecorder:
         self.index = {r.request_id: i for i, r in enumerate(self.requests)}
         self.req = RequestBuffers(len(self.requests))
         self.itl_gaps = array("d")
+        self.num_done = 0  # requests finished or aborted so far (progress bar)
         self.record_itl = record_itl
         self.itl_rows: tuple[array, array, array] = (array("i"), array("i"), array("d"))
         # compact typed columns: a whole-trace run has hundreds of thousands of steps
@@ -138,6 +139,7 @@ class MetricsRecorder:
         if self.req.finish_reason[i] is None:
             self.req.finish_reason[i] = reason
             self.req.finish_time[i] = now
+            self.num_done += 1
         self.hol.left(i)
         self.hol.preempted.pop(rid, None)
 

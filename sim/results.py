@@ -65,7 +65,8 @@ STEP_COLUMNS: dict[str, str] = {
 # One row per CPU or GPU busy interval.
 TIMELINE_COLUMNS: dict[str, str] = {
     "resource": "cpu | gpu",
-    "kind": "cpu: schedule | prepare_inputs | d2h_copy | update_from_output; gpu: forward | sample",
+    "kind": "cpu: schedule | prepare_inputs | d2h_copy | update_from_output; gpu: forward (a "
+            "deferred step's wait for its sampling release is idle, not busy)",
     "start": "s",
     "end": "s",
     "step": "step id the interval belongs to (-1: none)",

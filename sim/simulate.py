@@ -76,6 +76,7 @@ def simulate(config: RunConfig | None = None, workload: pd.DataFrame | None = No
         world.run()
     finally:
         if bar is not None:
+            bar.update(metrics.num_done - bar.n)
             bar.close()
     return _result(cfg, resolved, prep, metrics, depth, time.perf_counter() - wall0)
 
@@ -84,8 +85,7 @@ def _bar_updater(bar: Any, metrics: MetricsRecorder) -> Any:
     """Advance the bar to the number of finished requests every 256 launches."""
     def update(step: int) -> None:
         if step & 255 == 0:
-            done = sum(1 for r in metrics.req.finish_reason if r is not None)
-            bar.update(done - bar.n)
+            bar.update(metrics.num_done - bar.n)
     return update
 
 

@@ -32,7 +32,7 @@ from .policies import Request, StepPlan
 CPU_PHASE_KINDS = ("schedule", "prepare_inputs", "d2h_copy", "update_from_output")
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True)
 class CpuPhase:
     """The engine thread did one phase of work for step `step` (kind in CPU_PHASE_KINDS)."""
 
