@@ -1,7 +1,7 @@
 """Workload loading/generation speed and peak memory; prints a Markdown table.
 
 Each case runs in a fresh subprocess so that peak RSS is its own: "peak RSS" is the process's
-maximum resident set minus what it held after importing schedsim.traces (timed runs only);
+maximum resident set (timed runs) minus that of a process that only imports schedsim.traces;
 "tracemalloc" is the peak of Python/numpy allocations in one extra, untimed run (Arrow string
 buffers are not traced). Times are the best of `--repeat` runs.
 Usage: python bench/traces_bench.py [--rows-2024 N]
@@ -31,11 +31,9 @@ CASES = {
 }
 
 CHILD = textwrap.dedent("""
-    import json, os, resource, sys, time, tracemalloc
+    import json, resource, sys, time, tracemalloc
     import schedsim.traces as T
     stmt = sys.argv[1]
-    page = os.sysconf("SC_PAGE_SIZE")
-    before = int(open("/proc/self/statm").read().split()[1]) * page / 2**20
     times = []
     for _ in range(int(sys.argv[2])):
         t0 = time.perf_counter()
@@ -43,18 +41,19 @@ CHILD = textwrap.dedent("""
         times.append(time.perf_counter() - t0)
         del out
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    tracemalloc.start()
-    out = eval(stmt)
-    peak_py = tracemalloc.get_traced_memory()[1]
-    print(json.dumps({"best_s": min(times), "peak_rss_mib": peak - before,
-                      "tracemalloc_mib": peak_py / 2**20}))
+    peak_py = 0
+    if sys.argv[3] == "1":
+        tracemalloc.start()
+        out = eval(stmt)
+        peak_py = tracemalloc.get_traced_memory()[1]
+    print(json.dumps({"best_s": min(times), "maxrss_mib": peak, "tracemalloc_mib": peak_py / 2**20}))
 """)
 
 
-def run_case(stmt: str, repeat: int) -> dict:
+def run_case(stmt: str, repeat: int, traced: bool = True) -> dict:
     """One case in a fresh interpreter."""
-    out = subprocess.run([sys.executable, "-c", CHILD, stmt, str(repeat)], check=True,
-                         capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", CHILD, stmt, str(repeat), "1" if traced else "0"],
+                         check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -88,11 +87,13 @@ def main() -> None:
             cases["head 1,000 of that file (lazy)"] = f"T.load_workload({path!r}, head=1000)"
         print(f"machine: {platform.machine()}, {platform.python_implementation()} "
               f"{platform.python_version()}")
-        print("| case | best of runs (s) | peak RSS (MiB) | tracemalloc peak (MiB) |")
-        print("|---|---:|---:|---:|")
+        base = run_case("None", 1, traced=False)["maxrss_mib"]
+        print(f"baseline: importing schedsim.traces peaks at {base:.0f} MiB RSS")
+        print("| case | best of runs (s) | peak RSS over baseline (MiB) | tracemalloc peak (MiB) |")
+        print("|---|---:|---:|---:|", flush=True)
         for name, stmt in cases.items():
-            r = run_case(stmt, args.repeat if "1,000,000" not in name else 1)
-            print(f"| {name} | {r['best_s']:.3f} | {r['peak_rss_mib']:.0f} | "
+            r = run_case(stmt, args.repeat)
+            print(f"| {name} | {r['best_s']:.3f} | {r['maxrss_mib'] - base:.0f} | "
                   f"{r['tracemalloc_mib']:.0f} |", flush=True)
 
 

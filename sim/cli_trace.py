@@ -38,7 +38,7 @@ def add_trace_parser(subparsers: Any) -> None:
         if name == "head":
             p.add_argument("-n", type=int, default=10, help="number of requests (default 10)")
     for fmt in FORMATS:
-        p = sub.add_parser(fmt, help=f"load a {fmt} file explicitly (stats, or -o to convert)")
+        p = sub.add_parser(fmt, help=f"read a file in the {fmt} format (stats, or -o to convert)")
         _load_args(p, fmt)
         _transform_args(p)
         p.add_argument("-o", "--out", type=Path, help="write a native workload file")

@@ -9,10 +9,7 @@ import pandas as pd
 
 from ._io import RowPolicy
 from .errors import TraceError
-from .schema import ATTR_SOURCE, REQUIRED_COLUMNS
-
-ATTR_SKIPPED = "skipped_rows"
-ATTR_FILTERED = "filtered_rows"
+from .schema import ATTR_FILTERED, ATTR_SKIPPED, ATTR_SOURCE, REQUIRED_COLUMNS
 
 
 @dataclass
@@ -83,7 +80,7 @@ class Collector:
             start, end = self.opts.window
             keep &= (t >= start) & (t < end)
             stop = bool(len(t)) and bool(t[-1] >= end)
-        if self.opts.head is not None and not self.opts.sort and self.opts.window is None:
+        if self.opts.head is not None and not self.opts.sort:
             room = self.opts.head - self.n_rows
             keep &= np.cumsum(keep) <= room
             stop = stop or keep.sum() >= room
@@ -117,9 +114,12 @@ class Collector:
         if self.opts.sort:
             order = np.argsort(cols["arrival_time"], kind="stable")
             cols = {k: v[order] for k, v in cols.items()}
-        df = _to_frame(cols, id_prefix)
+        df = _to_frame(cols, id_prefix, base=float(cols["arrival_time"].min()) if self.opts.sort
+                       and len(cols["arrival_time"]) else 0.0)
         if self.opts.sort:
             df = _sorted_limits(df, self.opts)
+        if self.opts.window is not None:
+            df["arrival_time"] -= self.opts.window[0]
         if "_request_id" in df.columns:
             df["request_id"] = df.pop("_request_id").astype("string[pyarrow]")
             self._check_unique_ids(df)
@@ -140,12 +140,14 @@ class Collector:
                              int(df["_line"].iloc[i]), "request_id")
 
 
-def _to_frame(cols: dict[str, np.ndarray], id_prefix: str) -> pd.DataFrame:
-    """Required columns first, in schema dtypes; ids are the row's ordinal in the file."""
-    t = cols.pop("arrival_time")
+def _to_frame(cols: dict[str, np.ndarray], id_prefix: str, base: float) -> pd.DataFrame:
+    """Required columns first, in schema dtypes; ids are the row's ordinal in the file.
+
+    Times arrive relative to the file's first valid row; `base` moves the earliest request of
+    the file to 0 (only needed when sorting, since otherwise the first row is the earliest).
+    """
+    t = cols.pop("arrival_time") - base
     ids = cols.pop("_index")
-    if len(t):
-        t = t - t.min()
     data = {
         "request_id": pd.array(np.char.add(id_prefix, ids.astype(str)) if len(ids) else [],
                                dtype="string[pyarrow]"),
@@ -168,6 +170,4 @@ def _sorted_limits(df: pd.DataFrame, opts: LoadOptions) -> pd.DataFrame:
         df = df[(t >= start) & (t < end)].reset_index(drop=True)
     if opts.head is not None:
         df = df.head(opts.head).reset_index(drop=True)
-    if len(df):
-        df["arrival_time"] -= df["arrival_time"].iloc[0]
     return df

@@ -95,7 +95,7 @@ def plot_workload(df: pd.DataFrame, path: str | Path, bins: int = 60) -> Path:
     ax[0, 1].scatter(t, df["prompt_tokens"], s=2, alpha=0.4, label="prompt")
     ax[0, 1].scatter(t, df["output_tokens"], s=2, alpha=0.4, label="output")
     ax[0, 1].set(title="lengths over time", xlabel="time (s)", ylabel="tokens", yscale="log")
-    ax[0, 1].legend(markerscale=4)
+    ax[0, 1].legend(markerscale=4, loc="upper right")
     for a, col in zip(ax[1], ("prompt_tokens", "output_tokens"), strict=True):
         v = df[col].to_numpy(dtype=float)
         if len(v):

@@ -131,7 +131,12 @@ def test_head_and_window_are_lazy(tmp_path: Path) -> None:
     assert len(T.load_workload(path, head=7)) == 7
     win = T.load_workload(path, window=(10.0, 20.0))
     assert win["prompt_tokens"].tolist() == list(range(12, 22))
-    assert win["arrival_time"].iloc[0] == 0.0
+    assert win["arrival_time"].iloc[0] == 0.0  # rows at 10, 11, ...: the window start is 0
+    both = T.load_workload(path, window=(10.0, 20.0), head=3)
+    assert both["prompt_tokens"].tolist() == [12, 13, 14]
+    clean = _write(tmp_path / "clean.csv", "arrival_time,prompt_tokens,output_tokens\n" + good)
+    srt = T.load_workload(clean, window=(10.5, 20.0), head=3, sort=True)  # sorting reads it all
+    assert srt["prompt_tokens"].tolist() == [13, 14, 15] and srt["arrival_time"].iloc[0] == 0.5
 
 
 def test_sort_option_sorts_instead_of_guessing(tmp_path: Path) -> None:
