@@ -141,12 +141,8 @@ def format_log(log: list[dict]) -> str:
     return "".join(json.dumps(line) + "\n" for line in log)
 
 
-def main(argv: list[str]) -> int:
-    """`schedsim conformance SCENARIO.json`: print the step log; exit 2 on an invalid scenario."""
-    if not 1 <= len(argv) <= 2:  # [path] or [prog/subcommand, path]
-        print("usage: schedsim conformance SCENARIO.json", file=sys.stderr)
-        return 2
-    path = argv[-1]
+def _run_file(path: str) -> int:
+    """Print one scenario's step log; 2 (with the reason on stderr) if it is invalid."""
     try:
         with open(path) as f:
             scenario = json.load(f)
@@ -159,6 +155,17 @@ def main(argv: list[str]) -> int:
         return 2
     sys.stdout.write(format_log(log))
     return 0
+
+
+def main(argv: list[str]) -> int:
+    """`schedsim conformance SCENARIO.json [...]`: print each step log; exit 2 on an invalid one."""
+    paths = argv[1:] if argv and argv[0] == "conformance" else list(argv)
+    if not paths or paths[0] in ("-h", "--help"):
+        print("usage: schedsim conformance SCENARIO.json [SCENARIO.json ...]\n"
+              "Replays a scenario through vllm / vllm-async with the fake model and prints one JSON\n"
+              "line per step: {step, scheduled, preempted, finished}.", file=sys.stderr)
+        return 0 if paths else 2
+    return max(_run_file(p) for p in paths)
 
 
 if __name__ == "__main__":

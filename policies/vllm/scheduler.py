@@ -1,4 +1,4 @@
-"""`vllm`: vLLM 0.33.0's V1 Scheduler.schedule() (unified token budget, running first, recompute preemption)."""
+"""`vllm`: vLLM 0.33.0's V1 Scheduler.schedule() (unified budget, running first, recompute preemption)."""
 
 from __future__ import annotations
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from schedsim.policies import Request, RequestStatus
 from schedsim.policies.kv_cache import BlockPool, KVCacheManager, ensure_block_hashes
 

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from vllm_testkit import EOS, BatchQueue, make, mkreq
-
 from schedsim.policies import RequestStatus
+from vllm_testkit import EOS, BatchQueue, make, mkreq
 
 
 @pytest.mark.parametrize("max_tokens", [1, 2, 3, 5])
@@ -43,7 +42,7 @@ def test_async_abort_ordering_drops_in_flight_outputs():
     order = [3, 7, 0, 9, 1, 5, 2, 8, 4, 6]
     reqs = {f"r{i}": p.requests[f"r{i}"] for i in range(10)}
     bq.step()
-    for pos, i in enumerate(order):
+    for i in order:
         aborted = p.abort_requests([f"r{i}"])
         assert [a.request_id for a in aborted] == [f"r{i}"]
         plan, _ = bq.step()

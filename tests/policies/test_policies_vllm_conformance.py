@@ -14,9 +14,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from vllm_scenario_gen import scenario_from_seed, stress_scenario_from_seed
-
 from schedsim.conformance import ScenarioError, format_log, main, run_scenario
+from vllm_scenario_gen import scenario_from_seed, stress_scenario_from_seed
 
 HERE = Path(__file__).parent
 SCENARIOS = sorted(p for p in (HERE / "scenarios").glob("*.json"))

@@ -7,7 +7,6 @@ import random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
 from schedsim.policies import Request, StepResult, make_policy
 
 EOS = 2
@@ -117,4 +116,4 @@ def test_sync_and_async_deliver_the_same_tokens_without_eos_or_aborts(seed):
             policy.check_invariants()
         counts[name] = [(r.status, len(r.output_token_ids)) for r in reqs]
     assert counts["vllm"] == counts["vllm-async"]
-    assert all(n == r.max_tokens for (_, n), r in zip(counts["vllm"], reqs))
+    assert all(n == r.max_tokens for (_, n), r in zip(counts["vllm"], reqs, strict=True))

@@ -1,10 +1,9 @@
-"""Scenario tests of the `vllm` policy with exact step plans (after vLLM's tests/v1/core/test_scheduler.py)."""
+"""Scenario tests of the `vllm` policy with exact step plans (after vLLM's test_scheduler.py)."""
 
 from __future__ import annotations
 
-from vllm_testkit import EOS, fake_result, make, mkreq, step
-
 from schedsim.policies import RequestStatus, StepResult
+from vllm_testkit import EOS, fake_result, make, mkreq, step
 
 
 def test_admission_in_arrival_order():
@@ -122,7 +121,8 @@ def test_stop_on_eos_and_stop_token_and_max_tokens_trimmed():
     by = {o.request_id: o for o in outs}
     assert by["eos"].finish_reason == RequestStatus.FINISHED_STOPPED and by["eos"].new_token_ids == [EOS]
     assert by["stop"].new_token_ids == [10, 42] and by["stop"].finish_reason == RequestStatus.FINISHED_STOPPED
-    assert by["cap"].new_token_ids == [5, 6] and by["cap"].finish_reason == RequestStatus.FINISHED_LENGTH_CAPPED
+    assert by["cap"].new_token_ids == [5, 6]
+    assert by["cap"].finish_reason == RequestStatus.FINISHED_LENGTH_CAPPED
     assert not p.running and p.schedule().finished_req_ids == ["eos", "stop", "cap"]
     p.check_invariants()
 

@@ -130,7 +130,8 @@ def handcrafted() -> dict[str, dict]:
         sc[f"priority_preempt_{tag}"] = {
             "policy": pol, "config": _cfg(scheduling_policy="priority", num_gpu_blocks=10,
                                           max_model_len=128, max_num_batched_tokens=96),
-            "requests": [_req("low", [3] * 30, 40, priority=5), _req("mid", [4] * 30, 40, arrival=1, priority=2),
+            "requests": [_req("low", [3] * 30, 40, priority=5),
+                         _req("mid", [4] * 30, 40, arrival=1, priority=2),
                          _req("hi", [5] * 30, 40, arrival=3, priority=0),
                          _req("hi2", [6] * 20, 10, arrival=5, priority=0)], "num_steps": 150}
         sc[f"prefix_sharing_{tag}"] = {
@@ -158,7 +159,8 @@ def handcrafted() -> dict[str, dict]:
             "num_steps": 25}
         sc[f"max_tokens_small_{tag}"] = {
             "policy": pol, "config": _cfg(max_num_batched_tokens=32),
-            "requests": [_req(f"m{i}", [50 + k] * 9, k) for i, k in enumerate((1, 2, 3, 5, 1, 2))], "num_steps": 20}
+            "requests": [_req(f"m{i}", [50 + k] * 9, k) for i, k in enumerate((1, 2, 3, 5, 1, 2))],
+            "num_steps": 20}
         sc[f"eviction_lru_{tag}"] = {
             "policy": pol, "config": _cfg(block_size=4, num_gpu_blocks=14, max_model_len=48,
                                           max_num_batched_tokens=48, max_num_seqs=2),
