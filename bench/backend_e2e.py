@@ -30,6 +30,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=32)
     parser.add_argument("--rate", type=float, default=20.0)
     args = parser.parse_args()
+    import schedsim.backend  # noqa: F401  (torch import outside the timed runs)
+
     rows = []
     for policy, worker in (("vllm", False), ("vllm-async", False), ("vllm-async", True)):
         cfg = RunConfig(policy=policy, block_size=16, num_gpu_blocks=2048, max_num_seqs=32,
@@ -40,6 +42,7 @@ def main() -> None:
         s = res.summary
         busy = res.timeline.assign(d=res.timeline.end - res.timeline.start).groupby("resource").d.sum()
         rows.append({"policy": policy + (" +worker" if worker else ""), "wall_s": time.perf_counter() - t0,
+                     "run_s": s["duration_s"],
                      "steps": len(res.steps), "out_tok_per_s": s["output_throughput"],
                      "median_ttft_ms": s["median_ttft_ms"], "median_tpot_ms": s["median_tpot_ms"],
                      "gpu_busy_s": busy.get("gpu", 0.0), "cpu_busy_s": busy.get("cpu", 0.0),
