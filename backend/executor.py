@@ -239,7 +239,9 @@ class RealExecutor:
         self._fill_placeholders(input_ids, batch)
         hidden = self.model(input_ids, positions, self.cache.layers, meta, self.ops)
         rows = torch.tensor(batch.sample_rows, dtype=torch.int64)
-        logits = self.model.compute_logits(hidden.index_select(0, rows.to(self.device, non_blocking=True)))
+        if self.cuda:
+            rows = rows.pin_memory().to(self.device, non_blocking=True)
+        logits = self.model.compute_logits(hidden.index_select(0, rows))
         return sample(logits, batch.sample_req_ids, batch.sample_positions, self.config.sampling)
 
     def _run_cpu(self, handle: StepHandle) -> None:
@@ -262,6 +264,7 @@ class RealExecutor:
         handle.ready = torch.cuda.Event(blocking=True)
         with torch.cuda.stream(self.copy_stream):
             self.copy_stream.wait_stream(self.compute_stream)
+            sampled.record_stream(self.copy_stream)  # not reused before the copy has read it
             handle.sampled_host.copy_(sampled, non_blocking=True)
             handle.ready.record()
 

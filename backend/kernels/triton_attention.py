@@ -46,6 +46,7 @@ def _paged_attention_kernel(
             k_pos = start + tl.arange(0, BLOCK_N)
             k_ok = k_pos < kv_end
             page = tl.load(block_tables + seq * stride_bt + k_pos // PAGE_SIZE, mask=k_ok, other=0)
+            page = page.to(tl.int64)  # page * stride_kb overflows int32 in large caches
             kv_off = page * stride_kb + (k_pos % PAGE_SIZE) * stride_ks + kv_head * stride_kh
             kv_mask = k_ok[:, None] & d_ok[None, :]
             k = tl.load(K_cache + kv_off[:, None] + offs_d[None, :], mask=kv_mask, other=0.0)
