@@ -41,6 +41,7 @@ class OutputMixin:
         outputs: list[RequestOutput] = []
         stopped_running: set[Request] = set()
         stopped_waiting: set[Request] = set()
+        failed = result.failed_kv_load_ids
         for rid, n in plan.num_scheduled_tokens.items():
             request = requests.get(rid)
             if request is None:
@@ -50,6 +51,9 @@ class OutputMixin:
             if stale:
                 request.num_stale_output_tokens -= n
                 assert request.num_stale_output_tokens >= 0
+            if failed and rid in failed:
+                self._recompute_after_failed_load(request, stale)
+                continue
             generated = sampled.get(rid)
             if not generated:
                 continue  # a prefill chunk: nothing to deliver
@@ -90,6 +94,23 @@ class OutputMixin:
         if stopped_waiting:
             self.waiting.remove_many(stopped_waiting)
         return outputs
+
+    def _recompute_after_failed_load(self, request: Request, stale: bool) -> None:
+        """KV load failure, recompute policy: drop the step's output and recompute from token 0.
+
+        The request keeps its blocks; outputs of its other in-flight steps become stale (as after
+        a preemption) so they are delivered without touching the reset counters.
+        """
+        if stale or request.status != RequestStatus.RUNNING:
+            return
+        rid = request.request_id
+        self.recompute_frontier[rid] = max(request.num_computed_tokens - request.num_in_flight_tokens,
+                                           self.recompute_frontier.get(rid, 0))
+        request.num_computed_tokens = 0
+        request.num_stale_output_tokens = request.num_in_flight_tokens
+        request.num_output_placeholders = 0
+        request.spec_token_ids = []
+        request.is_prefill_chunk = True
 
     @staticmethod
     def _roll_back_rejected(request: Request, rejected: int) -> None:

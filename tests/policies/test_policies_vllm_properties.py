@@ -29,7 +29,7 @@ def _workload(rng: random.Random, block_size: int) -> list[tuple[int, Request, i
 
 
 def _result(policy, plan, rng: random.Random, eos_at: dict[str, int | None]) -> StepResult:
-    """Sample for every non-chunk request; accept a random prefix of its drafts."""
+    """Sample for every non-chunk request; accept a random prefix of its drafts; fail a few KV loads."""
     sampled = {}
     for rid in plan.num_scheduled_tokens:
         req = policy.requests[rid]
@@ -40,7 +40,8 @@ def _result(policy, plan, rng: random.Random, eos_at: dict[str, int | None]) -> 
         n = 1 + rng.randint(0, len(drafts))
         first = req.num_computed_tokens - req.prompt_len + 1 - len(drafts)
         sampled[rid] = [EOS if eos_at[rid] == first + j else 100 + j for j in range(n)]
-    return StepResult(step_id=plan.step_id, sampled_token_ids=sampled)
+    failed = {rid for rid in plan.num_scheduled_tokens if rng.random() < 0.03}
+    return StepResult(step_id=plan.step_id, sampled_token_ids=sampled, failed_kv_load_ids=failed)
 
 
 def _run(seed: int, name: str) -> tuple[list, dict]:

@@ -199,3 +199,21 @@ def test_recompute_counters_after_preemption():
     assert plan3.resumed_req_ids == ["r1"] and plan3.num_scheduled_tokens == {"r1": 81}
     r1 = p.requests["r1"]
     assert r1.num_preemptions == 1 and r1.num_recomputed_tokens == 80
+
+
+def test_failed_kv_load_discards_output_and_recomputes():
+    p = make()
+    p.add_request(mkreq("a", 40, tok=3))
+    step(p)
+    p.add_request(mkreq("b", 40, tok=3, arrival=1.0))  # 32 tokens hit a's cached blocks
+    plan = p.schedule()
+    assert plan.context_lens["b"] == 32 and plan.num_scheduled_tokens["b"] == 8
+    res = fake_result(p, plan)
+    res.failed_kv_load_ids.add("b")
+    outs = p.update_from_output(plan, res)
+    assert [o.request_id for o in outs] == ["a"]
+    b = p.requests["b"]
+    assert b.output_token_ids == [] and b.num_computed_tokens == 0
+    plan, _ = step(p)
+    assert plan.num_scheduled_tokens == {"a": 1, "b": 40} and plan.context_lens["b"] == 0
+    assert b.num_recomputed_tokens == 40 and b.output_token_ids == [100]
