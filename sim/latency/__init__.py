@@ -1,8 +1,11 @@
 """Latency and CPU-cost models: how long a simulated GPU step and each CPU phase take."""
 
 from .base import LatencyModel, StepShape
-from .cpu_cost import CPU_PHASES, CpuCostConfig, CpuCostModel, PhaseCost
-from .factory import KINDS, make_latency_model
+from .cpu_calibrate import calibrate_cpu_costs
+from .cpu_cost import CPU_PHASES, CpuCostConfig, CpuCostModel, PhaseCost, load_cpu_cost
+from .factory import KINDS, make_latency_model, read_calibration
+from .fitted import FittedStepModel, fit_step_model, read_step_csv
+from .interp import ExtrapolationWarning
 from .memory import kv_pool_blocks, weight_bytes_per_gpu
 from .roofline import RooflineConfig, RooflineModel
 from .specs import (
@@ -14,10 +17,13 @@ from .specs import (
     list_model_specs,
     model_spec_from_hf_config,
 )
+from .table import TableModel, TableProfile
 
 __all__ = [
-    "CPU_PHASES", "KINDS", "CpuCostConfig", "CpuCostModel", "GpuSpec", "LatencyModel", "ModelSpec",
-    "PhaseCost", "RooflineConfig", "RooflineModel", "StepShape", "get_gpu_spec", "get_model_spec",
-    "kv_pool_blocks", "list_gpu_specs", "list_model_specs", "make_latency_model",
-    "model_spec_from_hf_config", "weight_bytes_per_gpu",
+    "CPU_PHASES", "KINDS", "CpuCostConfig", "CpuCostModel", "ExtrapolationWarning",
+    "FittedStepModel", "GpuSpec", "LatencyModel", "ModelSpec", "PhaseCost", "RooflineConfig",
+    "RooflineModel", "StepShape", "TableModel", "TableProfile", "calibrate_cpu_costs",
+    "fit_step_model", "get_gpu_spec", "get_model_spec", "kv_pool_blocks", "list_gpu_specs",
+    "list_model_specs", "load_cpu_cost", "make_latency_model", "model_spec_from_hf_config",
+    "read_calibration", "read_step_csv", "weight_bytes_per_gpu",
 ]

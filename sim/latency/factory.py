@@ -35,6 +35,9 @@ def make_latency_model(model: str | ModelSpec, gpu: str | GpuSpec, tp: int = 1, 
         raise ValueError(f"tp must be >= 1, got {tp}")
     m, g = get_model_spec(model), get_gpu_spec(gpu)
     cal = read_calibration(calibration) if calibration else None
+    if cal is not None and cal["kind"] not in ("roofline-fit", "fitted-step"):
+        raise ValueError(f"{calibration}: calibration kind {cal['kind']!r} is not a GPU latency "
+                         f"calibration (expected 'roofline-fit' or 'fitted-step')")
     if kind == "fitted" or (cal is not None and cal["kind"] == "fitted-step" and kind == "auto"):
         from .fitted import FittedStepModel
         if cal is None or cal["kind"] != "fitted-step":
