@@ -113,3 +113,14 @@ def test_collectives_grow_with_message_size_and_vanish_at_tp1():
     tp8 = make_latency_model("llama-2-70b", "h100-sxm", 8, kind="table")
     assert tp8.all_reduce(4096) > tp8.all_reduce(16) > 0
     assert make_latency_model("llama-2-70b", "h100-sxm", 1, kind="table").all_reduce(4096) == 0.0
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 4000), st.integers(1, 500), st.integers(0, 64))
+def test_real_table_model_is_monotone_in_work(tokens, extra, decodes):
+    model = make_latency_model("llama-2-70b", "h100-sxm", 8, kind="table")
+    base = StepShape(prefills=[(tokens, 0)], decodes=[(500, 0)] * decodes)
+    more = StepShape(prefills=[(min(tokens + extra, 4096), 0)], decodes=[(500, 0)] * decodes)
+    longer = StepShape(prefills=[(tokens, extra)], decodes=[(500 + extra, 0)] * decodes)
+    assert model.step_time(more) >= model.step_time(base)
+    assert model.step_time(longer) >= model.step_time(base)
