@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .engine import Engine
+from .latency.base import StepShape
 from .metrics import MetricsRecorder
 from .policies import Request, StepPlan
 from .waits import CpuPhase, Launch, PollInputs, Sample, WaitArrival, WaitStep
@@ -41,21 +42,26 @@ class RealStep:
     num_prefill_tokens: int = 0
     num_decode_tokens: int = 0
     num_spec_tokens: int = 0
+    shape: StepShape = field(default_factory=StepShape)
     result: Any = field(default=None, repr=False)
 
 
 def classify(step: RealStep, requests: Any) -> None:
-    """Count decodes (one new token past the prompt) and prefill chunks, as the SimExecutor does."""
+    """Count decodes (one new token past the prompt) and prefill chunks, as the SimExecutor does,
+    and record the step's shape for the latency models."""
     plan = step.plan
     for rid, n in plan.num_scheduled_tokens.items():
         k = len(plan.spec_decode_tokens.get(rid) or ())
-        if n - k == 1 and plan.context_lens.get(rid, 0) >= requests[rid].prompt_len:
+        ctx = plan.context_lens.get(rid, 0)
+        if n - k == 1 and ctx >= requests[rid].prompt_len:
             step.num_decode_reqs += 1
             step.num_decode_tokens += n
             step.num_spec_tokens += k
+            step.shape.decodes.append((ctx, k))
         else:
             step.num_prefill_reqs += 1
             step.num_prefill_tokens += n - k
+            step.shape.prefills.append((n - k, ctx))
 
 
 class RealTimeWorld:
@@ -67,6 +73,7 @@ class RealTimeWorld:
         self.metrics, self.until = metrics, until
         self.t0 = time.perf_counter()
         self.finished = False
+        self.steps: list[RealStep] = []  # collected steps that computed something, in order
 
     def clock(self) -> float:
         """Seconds since the run started (the metrics' clock)."""
@@ -136,9 +143,11 @@ class RealTimeWorld:
         if math.isnan(step.end):
             step.start, step.end = self._rel(result.start_time), self.clock()
         step.gpu_time = step.end - step.start
-        if self.metrics is not None:
-            if step.plan.total_num_scheduled_tokens:
+        if step.plan.total_num_scheduled_tokens:
+            self.steps.append(step)
+            if self.metrics is not None:
                 self.metrics.add_interval("gpu", "forward", step.start, step.end, step.step)
+        if self.metrics is not None:
             self.metrics.on_step_done(step)
         step.result = result
         return result

@@ -61,21 +61,32 @@ def _start_at_zero(prep: PreparedWorkload) -> None:
         prep.aborts = [(t - offset, rid) for t, rid in prep.aborts]
 
 
-def run_real(config: RunConfig | None = None, workload: pd.DataFrame | None = None,
-             backend: dict[str, Any] | None = None, warmup: bool = True) -> RunResult:
-    """Run one workload on the real backend; `backend` holds ExecutorConfig options (model, ops, ...)."""
+def make_executor(cfg: RunConfig, backend: dict[str, Any] | None = None) -> Any:
+    """The RealExecutor for a run: ExecutorConfig options, with the run's block size and KV pool."""
     from .backend import ExecutorConfig, RealExecutor  # torch: imported only for real runs
 
-    cfg = config or RunConfig()
-    wall0 = time.perf_counter()
     opts = dict(backend or {})
     if opts.setdefault("block_size", cfg.block_size) != cfg.block_size:
         raise ValueError(f"backend block_size {opts['block_size']} != RunConfig.block_size {cfg.block_size}")
     opts["num_blocks"] = cfg.num_gpu_blocks or opts.get("num_blocks", 1024)
-    executor = RealExecutor.from_config(ExecutorConfig(**opts))
+    return RealExecutor.from_config(ExecutorConfig(**opts))
+
+
+def run_real(config: RunConfig | None = None, workload: pd.DataFrame | None = None,
+             backend: dict[str, Any] | None = None, warmup: bool = True, executor: Any = None) -> RunResult:
+    """Run one workload on the real backend; `backend` holds ExecutorConfig options (model, ops, ...)
+    unless a ready `executor` is given. result.extra["real_steps"] is the measured steps table
+    (`schedsim.latency.fitted.steps_frame`), ready for `fit_step_model`."""
+    from .latency.fitted import steps_frame
+
+    cfg = config or RunConfig()
+    wall0 = time.perf_counter()
+    own = executor is None
+    executor = executor or make_executor(cfg, backend)
+    num_blocks = executor.cache.num_blocks
     model_len = executor.model.cfg.max_position_embeddings
     max_model_len = min(cfg.max_model_len or model_len, model_len)
-    policy_options = _policy_options(cfg, opts["num_blocks"], max_model_len)
+    policy_options = _policy_options(cfg, num_blocks, max_model_len)
     prep = prepare(_workload(cfg, workload), cfg, max_model_len)
     _start_at_zero(prep)
     prep.requests = real_requests(prep.requests, prep.targets, cfg.block_size,
@@ -91,8 +102,13 @@ def run_real(config: RunConfig | None = None, workload: pd.DataFrame | None = No
     try:
         world.run()
     finally:
-        executor.close()
-    resolved = RealResolved(cfg, executor.describe(), policy_options, opts["num_blocks"], max_model_len)
+        if own:
+            executor.close()
+    resolved = RealResolved(cfg, executor.describe(), policy_options, num_blocks, max_model_len)
     result = _result(cfg, resolved, prep, metrics, depth, time.perf_counter() - wall0)
     result.summary.update(backend="real", backend_description=executor.describe(), warmup_s=warm)
+    done = world.steps
+    result.extra["real_steps"] = steps_frame([s.shape for s in done], [s.gpu_time for s in done])
+    result.extra["step_shapes"] = [s.shape for s in done]
+    result.extra["prepared"] = prep
     return result

@@ -59,3 +59,23 @@ def test_synthesized_prompts_share_tokens_where_the_trace_shares_hashes():
     assert len(ta) == 10 and len(tb) == 9 and all(3 <= t < 512 for t in ta + tb)
     assert ta[:4] == tb[:4] and ta[4:8] != tb[4:8]
     assert output_hash(ta) == output_hash(synthesize_prompt(a, 4, 512, 0))  # deterministic
+
+
+def test_validate_compares_the_real_run_with_the_simulator_fitted_to_it(tmp_path):
+    from schedsim.backend.calibrate import CalibrationGrid
+    from schedsim.realtime_validate import validate
+
+    grid = CalibrationGrid(prefill_tokens=(0, 8, 32), prefill_context=(0, 16), num_decodes=(0, 1, 4),
+                           decode_context=(8, 32), repeats=1)
+    report = validate(config("vllm-async", max_num_batched_tokens=16), workload(6), {"model": "tiny"}, grid)
+    s = report.summary
+    assert s["num_requests"] == 6 and s["same_output_lengths"]
+    assert s["num_steps"] == len(report.steps) == len(report.real.extra["step_shapes"]) > 6
+    assert (report.steps.predicted_s > 0).all() and (report.steps.measured_s > 0).all()
+    for key in ("step", "ttft", "tpot"):
+        assert 0 <= s[f"{key}_median_rel_err"] <= s[f"{key}_p90_rel_err"]
+    # The simulated twin ran the same requests to the same lengths on the fitted GPU model.
+    assert report.sim.config["backend_description"].startswith("simulated, GPU model fitted to")
+    assert report.calibration["kind"] == "fitted-step"
+    assert report.calibration["num_steps"] == len(grid.shapes())
+    assert report.plot(tmp_path / "validate.png").stat().st_size > 10_000
