@@ -72,7 +72,7 @@ class OrcaPolicy(BasePolicy):
         """Decode every running request, then admit whole prompts while budget and KV allow."""
         budget = self.config.max_num_batched_tokens
         for req in list(self.running):
-            if req not in self.running:  # preempted earlier in this pass
+            if req.status != RequestStatus.RUNNING:  # preempted earlier in this pass
                 continue
             # Reserved to completion: never fails. Without reservation: preempt the newest.
             ok, returned = self._allocate_or_preempt(plan, req, 1)

@@ -54,7 +54,7 @@ class SarathiPolicy(BasePolicy):
         for req in decodes + prefills:
             if budget <= 0:
                 break
-            if req not in self.running:  # preempted earlier in this pass
+            if req.status != RequestStatus.RUNNING:  # preempted earlier in this pass
                 continue
             num_new = min(req.num_tokens - req.num_computed_tokens, budget)
             ok, returned = self._allocate_or_preempt(plan, req, num_new)

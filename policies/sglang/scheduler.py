@@ -85,11 +85,12 @@ class SGLangOverlapPolicy(BasePolicy):
         reqs, self.last_extend_reqs = self.last_extend_reqs, []
         if reqs and not self.running:
             self.batch_is_full = False  # the extend batch object becomes the running batch
+        present = {id(r) for r in self.running}  # mixed batches' decodes are already running
         for req in reqs:
             if req is self.chunked_req or req.status != RequestStatus.RUNNING:
                 self.batch_is_full = False
                 continue
-            if req not in self.running:
+            if id(req) not in present:
                 self.running.append(req)
 
     def _num_allocatable(self, running_bs: int, held_rows: int) -> int:
