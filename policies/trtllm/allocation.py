@@ -99,7 +99,7 @@ class BatchAllocator:
 
     def undo_first_chunk(self, req: LlmRequest) -> None:
         """Give back a first chunk's blocks when the redone batch no longer includes it."""
-        self.kv.free(req.request)
+        self.kv.free(req.request, req.request.last_sched_seq)
         req.prepopulated_prompt_len = req.context_current_position = 0
         req.request.num_computed_tokens = 0
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -85,12 +85,16 @@ class CapacityScheduler:
         self.prefix_aware = prefix_aware and not variable_window
         self.peft = peft
 
-    def schedule(self, active: Sequence[LlmRequest]) -> CapacityResult:
-        """Run the configured policy over the active requests in their order."""
+    def schedule(self, active: Sequence[LlmRequest], inflight: Collection[str] = ()) -> CapacityResult:
+        """Run the configured policy over the active requests in their order.
+
+        `inflight`: requests in a micro-batch still on the device; they are never paused (their KV is
+        being written), which only matters with more than one micro-batch in flight.
+        """
         if self.policy is CapacitySchedulerPolicy.MAX_REQUESTS:
             return self._max_requests(active)
         if self.policy is CapacitySchedulerPolicy.MAX_UTILIZATION:
-            return self._max_utilization(active)
+            return self._max_utilization(active, inflight)
         return self._guaranteed_no_evict(active, self.policy is CapacitySchedulerPolicy.STATIC_BATCH)
 
     def _max_requests(self, active: Sequence[LlmRequest]) -> CapacityResult:
@@ -149,7 +153,7 @@ class CapacityScheduler:
             (req.is_context_init_state and not req.is_first_context_chunk)
             or req.is_generation_in_progress_state)
 
-    def _max_utilization(self, active: Sequence[LlmRequest]) -> CapacityResult:
+    def _max_utilization(self, active: Sequence[LlmRequest], inflight: Collection[str]) -> CapacityResult:
         """Reserve next-step blocks; on a miss pause the last started request in [current, end) and retry."""
         assert self.acct is not None
         blocks = MaxUtilizationScheduledBlocks(self.acct, self.two_steps)
@@ -170,7 +174,8 @@ class CapacityScheduler:
                 skipper.register_contributed_blocks(req)
                 i += 1
                 continue
-            victim = next((j for j in range(end - 1, i - 1, -1) if self._is_started(reqs[j])), None)
+            victim = next((j for j in range(end - 1, i - 1, -1)
+                           if self._is_started(reqs[j]) and reqs[j].request_id not in inflight), None)
             if victim is None:
                 break
             self.acct.scheduling_remove_sequence(reqs[victim])

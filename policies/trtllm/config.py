@@ -33,6 +33,9 @@ class TrtllmConfig(SchedulerConfig):
     peft_pages_per_adapter: int = 1
     # force-chunk: expected state-snapshot points every this many tokens (None: chunk unit).
     snapshot_interval: int | None = None
+    # Pipeline micro-batches in flight (inflight_request_ids): >1 lets the engine queue batches; a
+    # request in flight is skipped by the micro-batch scheduler and never paused.
+    num_micro_batches: int = 1
 
     def __post_init__(self) -> None:
         """Check each TensorRT-LLM field, naming it."""
@@ -41,6 +44,8 @@ class TrtllmConfig(SchedulerConfig):
         if self.chunking_policy not in CHUNKING_POLICIES:
             raise ValueError(f"{name}.chunking_policy must be one of {CHUNKING_POLICIES}, "
                              f"got {self.chunking_policy!r}")
+        if self.num_micro_batches < 1:
+            raise ValueError(f"{name}.num_micro_batches must be >= 1, got {self.num_micro_batches}")
         for field_name in ("chunk_unit_size", "max_batch_size", "max_num_tokens", "max_input_len",
                            "snapshot_interval"):
             value = getattr(self, field_name)

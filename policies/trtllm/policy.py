@@ -22,12 +22,12 @@ from .state import LlmRequest, LlmRequestState
 class TrtllmPolicy:
     """TensorRT-LLM's SimpleScheduler (capacity -> micro-batch) plus the executor's pause handling."""
 
-    max_concurrent_batches = 1
-
     def __init__(self, config: TrtllmConfig, capacity_policy: CapacitySchedulerPolicy) -> None:
         """Build the block manager, the two scheduler levels and the bookkeeping."""
         self.config = config
         self.capacity_policy = capacity_policy
+        # > 1: pipeline micro-batches in flight; the micro-batch scheduler skips their requests.
+        self.max_concurrent_batches = config.num_micro_batches
         self.kv = KVCacheManager(config.num_gpu_blocks, config.block_size, config.max_model_len,
                                  enable_caching=config.enable_prefix_caching)
         peft = None if config.max_peft_pages is None else PeftBudget(config.max_peft_pages,
@@ -118,20 +118,24 @@ class TrtllmPolicy:
         """Capacity -> pause -> micro-batch -> allocate; requests whose KV cannot grow wait or pause."""
         plan = StepPlan(step_id=self._step)
         plan.finished_req_ids, self._finished_ids = self._finished_ids, []
-        cap = self.capacity.schedule(self.active)
+        cap = self.capacity.schedule(self.active, self.inflight)
         self.stats.num_prefix_skips += cap.num_prefix_skipped
         for victim in cap.paused:
             self._pause(victim, plan)
         batch = self.allocator.select_and_allocate(self.micro, cap.fitting, self.inflight, plan)
         for req in batch.context_requests + batch.generation_requests:
             self._add_to_plan(req, plan)
+        if plan.num_scheduled_tokens:
+            seq = self.kv.begin_step()
+            for rid in plan.num_scheduled_tokens:
+                self.requests[rid].request.last_sched_seq = seq
         self._step += 1
         self.stats.num_steps += 1
         return plan
 
     def _pause(self, req: LlmRequest, plan: StepPlan) -> None:
         """LlmRequest::pause, then free its KV so re-admission recomputes (reusing cached blocks)."""
-        self.kv.free(req.request)
+        self.kv.free(req.request, req.request.last_sched_seq)
         lost = pause(req, self.config.effective_max_input_len)
         request = req.request
         del request.block_hashes[request.num_tokens // self.config.block_size:]
@@ -164,6 +168,8 @@ class TrtllmPolicy:
     def update_from_output(self, plan: StepPlan, result: StepResult) -> list[RequestOutput]:
         """Advance cursors, append sampled tokens (accepted drafts + bonus), stop-check, report finishes."""
         outputs: list[RequestOutput] = []
+        if plan.num_scheduled_tokens:
+            self.kv.end_step()
         for rid in plan.num_scheduled_tokens:
             req = self.requests.get(rid)
             scheduled = self.inflight.pop(rid, None)
@@ -209,7 +215,7 @@ class TrtllmPolicy:
         request = req.request
         req.state = LlmRequestState.GENERATION_COMPLETE
         request.status = status
-        self.kv.free(request)
+        self.kv.free(request, request.last_sched_seq)  # deferred while a step may still write it
         self.kv.drop_request(request)
         self.active.remove(req)
         del self.requests[req.request_id]

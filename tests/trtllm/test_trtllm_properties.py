@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schedsim.policies import make_policy
 from schedsim.policies.kv_cache import cdiv
-from trtllm_driver import make_request, run
+from trtllm_driver import make_request, run, run_pipelined
 
 CAPACITY = ["max-requests", "guaranteed-no-evict", "static-batch", "max-utilization"]
 CHUNKING = ["equal-progress", "first-come-first-served", "force-chunk"]
@@ -52,8 +52,8 @@ def test_random_workloads_conserve_kv_and_finish(capacity, chunking, data):
                          chunking_policy=chunking, **knobs)
     level1 = policy.capacity.schedule
 
-    def checked_capacity(active):
-        res = level1(active)
+    def checked_capacity(active, inflight=()):
+        res = level1(active, inflight)
         fitting, paused = {r.request_id for r in res.fitting}, {r.request_id for r in res.paused}
         assert not fitting & paused, "a request both fitting and paused"
         assert len(fitting) <= policy.config.max_num_seqs
@@ -74,3 +74,18 @@ def test_random_workloads_conserve_kv_and_finish(capacity, chunking, data):
     assert policy.kv.num_free_blocks == knobs["num_gpu_blocks"] - 1
     for _, request in arrivals:
         assert 1 <= len(request.output_token_ids) <= request.max_tokens
+
+
+@pytest.mark.parametrize("capacity", CAPACITY)
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=workloads())
+def test_two_micro_batches_in_flight_never_share_a_request(capacity, data):
+    reqs, knobs = data
+    knobs = {**knobs, "num_micro_batches": 2}
+    policy = make_policy(f"trtllm:{capacity}", block_size=BLOCK, max_model_len=256, **knobs)
+    assert policy.max_concurrent_batches == 2
+    arrivals = [(step, make_request(f"pp/{capacity}/{i}", p, o, hashes=h, **extra))
+                for step, i, p, o, h, extra in reqs]
+    log = run_pipelined(policy, arrivals, depth=2)  # asserts disjoint batches and invariants
+    assert len(log.finished) == len(arrivals)
+    assert policy.kv.num_free_blocks == knobs["num_gpu_blocks"] - 1

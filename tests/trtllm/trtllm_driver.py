@@ -79,3 +79,30 @@ def run(policy: TrtllmPolicy, arrivals: list[tuple[int, Request]], max_steps: in
             policy.check_invariants()
         step += 1
     return log
+
+
+def run_pipelined(policy: TrtllmPolicy, arrivals: list[tuple[int, Request]], depth: int,
+                  max_steps: int = 5000) -> RunLog:
+    """A batch queue: up to `depth` plans in flight; the oldest is executed and applied when full."""
+    log = RunLog()
+    pending = sorted(arrivals, key=lambda a: a[0])
+    queue: list[StepPlan] = []
+    step = 0
+    while (pending or policy.has_requests() or queue) and step < max_steps:
+        while pending and pending[0][0] <= step:
+            policy.add_request(pending.pop(0)[1])
+        plan = policy.schedule()
+        in_flight = {rid for q in queue for rid in q.num_scheduled_tokens}
+        assert not in_flight & set(plan.num_scheduled_tokens), "a request in two micro-batches"
+        log.plans.append(plan)
+        if plan.num_scheduled_tokens:
+            queue.append(plan)
+        policy.check_invariants()
+        if queue and (len(queue) >= depth or not plan.num_scheduled_tokens):
+            done = queue.pop(0)
+            for out in policy.update_from_output(done, oracle(policy, done)):
+                if out.finish_reason is not None:
+                    log.finished[out.request_id] = out.finish_reason
+            policy.check_invariants()
+        step += 1
+    return log
