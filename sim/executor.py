@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .latency.base import StepShape
-from .oracle import WorkloadOracle
+from .oracle import _PHI as PHI
+from .oracle import MASK64, WorkloadOracle
 from .policies import Request, StepPlan, StepResult
 
 
@@ -75,7 +76,7 @@ class SimExecutor:
         sampled, drafts = result.sampled_token_ids, result.draft_token_ids
         prefills, decodes = shape.prefills, shape.decodes
         check_kv = bool(oracle._kv_fail)
-        nxt, token = self._next, oracle.token
+        nxt, token, info, span = self._next, oracle.token, oracle._info, oracle._span
         for rid in plan.finished_req_ids:
             oracle.forget(rid)
         for ids in (plan.finished_req_ids, plan.preempted_req_ids, plan.paused_req_ids,
@@ -107,7 +108,16 @@ class SimExecutor:
                     sampled[rid] = []  # a prefill chunk samples nothing
                     continue
                 index = end - prompt
-            toks = oracle.sample(req, index, k) if k else [token(req, index)]
+            if k:
+                toks = oracle.sample(req, index, k)
+            else:  # the common case, inlined: WorkloadOracle.token
+                key, last = info[rid]
+                eos = req.eos_token_id
+                if index == last and eos is not None and not req.ignore_eos:
+                    toks = [eos]
+                else:
+                    tok = 3 + ((((key + index) * PHI) & MASK64) >> 32) % span
+                    toks = [tok if tok != eos and not req.stop_token_ids else token(req, index)]
             sampled[rid] = toks
             nxt[rid] = index + len(toks)
             if self.propose_drafts and req.num_spec_tokens:

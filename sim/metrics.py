@@ -18,6 +18,8 @@ STEP_FIELDS = ("schedule_time", "start", "end", "gpu_time", "num_prefill_reqs", 
                "num_prefill_tokens", "num_decode_tokens", "num_spec_tokens", "num_running",
                "num_waiting", "kv_usage", "num_preempted", "num_paused", "num_finished",
                "deferred_sampling")
+ZERO_AT_SCHEDULE = ("num_finished", "num_prefill_reqs", "num_decode_reqs", "num_prefill_tokens",
+                    "num_decode_tokens", "num_spec_tokens", "deferred_sampling")
 STEP_TYPES = {"schedule_time": "d", "start": "d", "end": "d", "gpu_time": "d", "kv_usage": "d",
               "deferred_sampling": "b"}
 
@@ -89,15 +91,17 @@ class MetricsRecorder:
         kv = self.policy.kv_usage()
         s = self.steps
         assert len(s["schedule_time"]) == step, "steps must be reported in launch order"
-        for name, value in (("schedule_time", now), ("start", NAN), ("end", NAN), ("gpu_time", 0.0),
-                            ("num_running", running), ("num_waiting", waiting), ("kv_usage", kv),
-                            ("num_preempted", len(plan.preempted_req_ids)),
-                            ("num_paused", len(plan.paused_req_ids)), ("num_finished", 0)):
-            s[name].append(value)
-        for name in ("num_prefill_reqs", "num_decode_reqs", "num_prefill_tokens", "num_decode_tokens",
-                     "num_spec_tokens"):
+        s["schedule_time"].append(now)
+        s["start"].append(NAN)
+        s["end"].append(NAN)
+        s["gpu_time"].append(0.0)
+        s["num_running"].append(running)
+        s["num_waiting"].append(waiting)
+        s["kv_usage"].append(kv)
+        s["num_preempted"].append(len(plan.preempted_req_ids))
+        s["num_paused"].append(len(plan.paused_req_ids))
+        for name in ZERO_AT_SCHEDULE:
             s[name].append(0)
-        s["deferred_sampling"].append(False)
         self._first_schedules(plan, now)
         self.hol.step(now, plan, running, kv)
 
