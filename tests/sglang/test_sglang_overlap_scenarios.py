@@ -154,3 +154,21 @@ def test_ratio_estimate_after_retract_and_decay():
     assert NewTokenRatioTracker.after_retract([(10, 100), (30, 200)], 20) == (40 + 40) / 301
     tr.reset()
     assert tr.current == 0.7
+
+
+def test_eos_as_first_token_still_costs_one_decode_after_the_merge():
+    """The prefill's only token is EOS: merged before its result, 'a' decodes once in vain."""
+    t = run(sglang(), [make_request("a", 20, 5)], eos_at={"a": 0})
+    assert t.sched() == [{"a": 20}, {"a": 1}, {}]
+    assert t.tokens == {"a": [2]} and t.plans[2].finished_req_ids == ["a"]
+
+
+def test_mixed_chunk_budgets_leave_room_for_the_running_decodes():
+    """chunked_prefill_size 36 with 2 decodes: 34 left, the new chunk is cut to 32 (a page
+    multiple), the continuations take 34 each; every mixed step carries both decodes."""
+    c = make_request("c", 100, 2)
+    t = run(sglang(enable_mixed_chunk=True, chunked_prefill_size=36, block_size=4),
+            [make_request("a", 8, 10), make_request("b", 8, 10)], arrivals={3: [c]})
+    assert t.sched()[3:7] == [{"c": 32, "a": 1, "b": 1}, {"c": 34, "a": 1, "b": 1},
+                              {"c": 34, "a": 1, "b": 1}, {"a": 1, "b": 1, "c": 1}]
+    assert [p.forward_mode for p in t.plans[3:7]] == ["mixed", "mixed", "mixed", "decode"]
