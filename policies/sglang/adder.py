@@ -95,13 +95,15 @@ class PrefillAdder:
 
     # ---- admissions ----
     def add_chunked_req(self, req: Request) -> bool:
-        """Continue the chunked request first; True if it is still unfinished after this chunk."""
+        """Continue the chunked request first; True if it is still unfinished after this step."""
         rem = self.rem_chunk_tokens if self.rem_chunk_tokens is not None else self.rem_input_tokens
         avail = min(rem, int(self.rem_total_tokens))
         rem = avail if avail > 0 else rem
         extend = req.num_tokens - req.num_computed_tokens
         truncated = extend > rem
         new_len = min(extend, rem)
+        if new_len <= 0:  # mixed-in decodes used up the whole chunk budget: no chunk this step
+            return True
         self.can_run.append(Admission(req, req.num_computed_tokens, new_len, truncated))
         self._charge(new_len, 0 if truncated else min(self.max_new[req.request_id], self.clip))
         return truncated

@@ -113,9 +113,10 @@ class SGLangOverlapPolicy(BasePolicy):
         adder = PrefillAdder(self.config, self.kv.num_free_blocks * self.config.block_size,
                              self.running, self.ratio.current, mixed, self.max_new)
         still_chunked = False
-        if self.chunked_req is not None:
-            still_chunked = adder.add_chunked_req(self.chunked_req)
-            if not self._allocate(self.chunked_req, adder.can_run[-1].extend_len):
+        chunked = self.chunked_req
+        if chunked is not None:
+            still_chunked = adder.add_chunked_req(chunked)
+            if adder.can_run and not self._allocate(chunked, adder.can_run[-1].extend_len):
                 adder.pop_last()
                 still_chunked = True
         self._add_waiting(adder, running_bs)
