@@ -8,6 +8,7 @@ import io
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import IO
 
@@ -93,32 +94,61 @@ def read_csv_header(path: Path) -> tuple[list[str], int]:
 
 def iter_csv_chunks(path: Path, policy: RowPolicy,
                     chunk_rows: int = CHUNK_ROWS) -> Iterator[tuple[list[list[str]], list[int]]]:
-    """Yield (columns, line numbers) of well-shaped data rows; misshapen rows go to the policy."""
-    header, header_line = read_csv_header(path)
-    width = len(header)
+    """Yield (columns, line numbers) of well-shaped data rows; misshapen rows go to the policy.
+
+    Rows are pulled in C-speed slices; a slice whose rows each took one physical line (the
+    usual case) gets its line numbers arithmetically, others are counted record by record.
+    """
+    _header, header_line = read_csv_header(path)
+    width = len(_header)
     with _text_stream(path) as fh:
         reader = csv.reader(fh)
-        rows: list[list[str]] = []
-        lines: list[int] = []
         try:
-            for row in reader:
-                line = reader.line_num
-                if line <= header_line or not row or (len(row) == 1 and not row[0].strip()):
-                    continue
-                if len(row) != width:
-                    policy.bad(line, None, f"row has {len(row)} fields, the header has {width}")
-                    continue
-                rows.append(row)
-                lines.append(line)
-                if len(rows) >= chunk_rows:
-                    yield [list(col) for col in zip(*rows, strict=True)], lines
-                    rows, lines = [], []
+            while reader.line_num < header_line:
+                next(reader)
+            while True:
+                before = reader.line_num
+                rows = list(islice(reader, chunk_rows))
+                if not rows:
+                    return
+                lines = _row_lines(rows, before, reader.line_num)
+                good, good_lines = _shape_filter(rows, lines, width, policy)
+                if good:
+                    yield [list(col) for col in zip(*good, strict=True)], good_lines
         except csv.Error as exc:
-            raise TraceError(f"unreadable CSV: {exc}", str(path), reader.line_num + 1) from None
+            raise TraceError(f"unreadable CSV (an unbalanced quote earlier can cause this): {exc}",
+                             str(path), reader.line_num) from None
         except (OSError, EOFError) as exc:
             raise TraceError(f"unreadable file: {exc}", str(path)) from None
-        if rows:
-            yield [list(col) for col in zip(*rows, strict=True)], lines
+
+
+def _row_lines(rows: list[list[str]], before: int, after: int) -> list[int]:
+    """Physical line of each record: arithmetic when none spans several lines."""
+    if after - before == len(rows):
+        return list(range(before + 1, after + 1))
+    lines, line = [], before
+    for row in rows:
+        line += 1 + sum(f.count("\n") + f.count("\r") - f.count("\r\n") for f in row)
+        lines.append(line)
+    return lines
+
+
+def _shape_filter(rows: list[list[str]], lines: list[int], width: int,
+                  policy: RowPolicy) -> tuple[list[list[str]], list[int]]:
+    """Drop blank lines (not rows); rows of the wrong width go to the policy."""
+    lens = list(map(len, rows))
+    if lens.count(width) == len(rows):
+        return rows, lines
+    good, good_lines = [], []
+    for row, n, line in zip(rows, lens, lines, strict=True):
+        if n == 0 or (n == 1 and not row[0].strip()):
+            continue
+        if n != width:
+            policy.bad(line, None, f"row has {n} fields, the header has {width}")
+            continue
+        good.append(row)
+        good_lines.append(line)
+    return good, good_lines
 
 
 def iter_jsonl(path: Path, policy: RowPolicy) -> Iterator[tuple[int, dict]]:

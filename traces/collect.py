@@ -84,8 +84,10 @@ class Collector:
             room = self.opts.head - self.n_rows
             keep &= np.cumsum(keep) <= room
             stop = stop or keep.sum() >= room
-        self.parts.append({"arrival_time": t[keep], "_index": index[keep], "_line": lines[keep],
-                           **{k: v[keep] for k, v in cols.items()}})
+        part = {"arrival_time": t[keep], "_index": index[keep], **{k: v[keep] for k, v in cols.items()}}
+        if "_request_id" in cols:  # line numbers are only needed to name a duplicate id
+            part["_line"] = lines[keep]
+        self.parts.append(part)
         self.n_rows += int(keep.sum())
         return not stop
 
@@ -123,7 +125,7 @@ class Collector:
         if "_request_id" in df.columns:
             df["request_id"] = df.pop("_request_id").astype("string[pyarrow]")
             self._check_unique_ids(df)
-        df = df.drop(columns="_line")
+        df = df.drop(columns="_line", errors="ignore")
         df.attrs[ATTR_SOURCE] = self.file
         df.attrs[ATTR_SKIPPED] = self.policy.skipped.as_dict()
         df.attrs[ATTR_FILTERED] = self.filtered

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ._fastcsv import FastPathUnavailable, iter_csv_chunks_fast
 from ._io import iter_csv_chunks, read_csv_header
 from .collect import Collector, LoadOptions
 from .columns import ChunkCheck, to_number, to_seconds, to_text, to_tokens
@@ -67,13 +68,24 @@ def check_header(path: Path, header: list[str], line: int, cmap: ColumnMap) -> d
 
 def load_csv_table(path: str | Path, cmap: ColumnMap, opts: LoadOptions,
                    block_size: int | None = None, id_prefix: str = ""):
-    """Stream a CSV through conversion and validation into a Workload DataFrame."""
+    """Stream a CSV into a Workload: Arrow-speed when the file is plain, exact otherwise."""
     path = Path(path)
     header, header_line = read_csv_header(path)
     where = check_header(path, header, header_line, cmap)
+    try:
+        return _load(path, cmap, opts, where, block_size, id_prefix,
+                     lambda n, _policy: iter_csv_chunks_fast(path, header, header_line, n))
+    except FastPathUnavailable:
+        return _load(path, cmap, opts, where, block_size, id_prefix,
+                     lambda n, policy: iter_csv_chunks(path, policy, n))
+
+
+def _load(path: Path, cmap: ColumnMap, opts: LoadOptions, where: dict[str, int],
+          block_size: int | None, id_prefix: str, chunks):
+    """The conversion loop over whichever chunk reader is in use."""
     coll = Collector(str(path), cmap.arrival_time, opts)
     origin: list[float | int | None] = [None]
-    for columns, lines in iter_csv_chunks(path, coll.policy, coll.chunk_rows(200_000)):
+    for columns, lines in chunks(coll.chunk_rows(200_000), coll.policy):
         raw = {name: np.asarray(columns[i], dtype=object) for name, i in where.items()
                if name in cmap.needed()}
         line_arr = np.asarray(lines, dtype=np.int64)

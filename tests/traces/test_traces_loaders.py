@@ -170,3 +170,27 @@ def test_load_workload_rejects_unknown_options_and_specs(tmp_path: Path) -> None
     assert exc.value.field == "model"
     with pytest.raises(T.TraceError, match="not a shipped trace"):
         T.load_workload("azure-conv-2099")
+
+
+def test_fast_and_exact_csv_readers_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from schedsim.traces import csvload
+
+    fast = T.load_workload("azure-code-2023")
+
+    def no_fast(*_a: object, **_k: object) -> None:
+        raise csvload.FastPathUnavailable
+
+    monkeypatch.setattr(csvload, "iter_csv_chunks_fast", no_fast)
+    exact = T.load_workload("azure-code-2023")
+    pd.testing.assert_frame_equal(fast, exact)
+
+
+def test_blank_lines_and_multiline_records_keep_exact_line_numbers(tmp_path: Path) -> None:
+    path = _write(tmp_path / "q.csv", 'arrival_time,prompt_tokens,output_tokens,session_id\n'
+                  '0,1,1,"two\nlines"\n\n1,2,2,s\n2,x,3,s\n')
+    with pytest.raises(T.TraceError) as exc:
+        T.load_workload(path)
+    assert (exc.value.line, exc.value.field) == (6, "prompt_tokens")
+    ok = _write(tmp_path / "ok.csv", 'arrival_time,prompt_tokens,output_tokens,session_id\n'
+                '0,1,1,"two\nlines"\n\n1,2,2,s\n')
+    assert T.load_workload(ok)["session_id"].tolist() == ["two\nlines", "s"]
