@@ -35,8 +35,8 @@ def load(path: str, limit: int) -> list[tuple[int, int, int]]:
     return rows
 
 
-def replay(name: str, rows: list[tuple[int, int, int]]) -> tuple[int, int, float]:
-    """Run to completion; returns (steps, preemptions, wall seconds)."""
+def replay(name: str, rows: list[tuple[int, int, int]]) -> tuple[int, int, float, float, int]:
+    """Run to completion; returns (steps, preemptions, wall s, CPU s, scheduled request-steps)."""
     policy = make_policy(name, block_size=16, num_gpu_blocks=28000, max_num_seqs=256,
                          max_num_batched_tokens=8192, max_model_len=16384)
     out_len: dict[str, int] = {}
@@ -50,6 +50,8 @@ def replay(name: str, rows: list[tuple[int, int, int]]) -> tuple[int, int, float
     nxt = 0
     step = 0
     t0 = time.perf_counter()
+    c0 = time.process_time()
+    req_steps = 0
     while nxt < len(reqs) or policy.has_requests() or queue:
         while nxt < len(reqs) and reqs[nxt][0] <= step:
             policy.add_request(reqs[nxt][1])
@@ -59,12 +61,14 @@ def replay(name: str, rows: list[tuple[int, int, int]]) -> tuple[int, int, float
             sampled = {rid: ([] if policy.requests[rid].is_prefill_chunk else [7])
                        for rid in plan.num_scheduled_tokens}
             queue.append((plan, StepResult(sampled_token_ids=sampled)))
+            req_steps += len(sampled)
         if queue and (len(queue) >= policy.max_concurrent_batches or not policy.has_requests()):
             policy.update_from_output(*queue.pop(0))
         step += 1
     wall = time.perf_counter() - t0
+    cpu = time.process_time() - c0
     preempt = sum(r.num_preemptions for _, r in reqs)
-    return step, preempt, wall
+    return step, preempt, wall, cpu, req_steps
 
 
 def main(argv: list[str]) -> int:
@@ -73,11 +77,11 @@ def main(argv: list[str]) -> int:
     path = argv[1] if len(argv) > 1 and argv[1] else TRACE
     limit = int(argv[2]) if len(argv) > 2 else 10**9
     rows = load(path, limit)
-    steps, preempt, wall = replay(name, rows)
+    steps, preempt, wall, cpu, req_steps = replay(name, rows)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"policy={name} requests={len(rows)} steps={steps} preemptions={preempt} "
-          f"wall_s={wall:.2f} steps_per_s={steps / wall:.0f} us_per_step={1e6 * wall / steps:.0f} "
-          f"peak_rss_mib={rss:.0f}")
+    print(f"policy={name} requests={len(rows)} steps={steps} request_steps={req_steps} "
+          f"preemptions={preempt} wall_s={wall:.2f} cpu_s={cpu:.2f} steps_per_cpu_s={steps / cpu:.0f} "
+          f"cpu_us_per_request_step={1e6 * cpu / req_steps:.2f} peak_rss_mib={rss:.0f}")
     return 0
 
 

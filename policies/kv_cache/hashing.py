@@ -21,8 +21,8 @@ def _request_salt(request_id: str) -> int:
     return int.from_bytes(hashlib.blake2b(request_id.encode(), digest_size=8).digest(), "little")
 
 
-def _block_hash(request: Request, idx: int, parent: int, block_size: int) -> int:
-    """Hash of full block `idx` given its parent's hash."""
+def _block_hash(request: Request, idx: int, parent: int, block_size: int) -> int | None:
+    """Hash of full block `idx` given its parent's hash; None if its content is unknown."""
     start = idx * block_size
     end = start + block_size
     prompt_len = request.prompt_len
@@ -38,10 +38,9 @@ def _block_hash(request: Request, idx: int, parent: int, block_size: int) -> int
     if end <= prompt_len:
         if given is not None and idx < len(given):
             return hash((parent, _GIVEN_TAG, given[idx]))
-        return hash((parent, _UNIQUE_TAG, _request_salt(request.request_id), idx))
+        return None
     if start < prompt_len:
-        # Unknown prompt tail plus outputs: nobody else can be known to share it.
-        return hash((parent, _UNIQUE_TAG, _request_salt(request.request_id), idx))
+        return None  # unknown prompt tail plus outputs: nobody else can be known to share it
     outs = request.output_token_ids
     return hash((parent, tuple(outs[start - prompt_len:end - prompt_len])))
 
@@ -54,7 +53,12 @@ def ensure_block_hashes(request: Request, num_blocks: int, block_size: int) -> l
         return hashes
     limit = min(num_blocks, request.num_tokens // block_size)
     parent = hashes[-1] if have else NONE_HASH
+    salt = None
     for idx in range(have, limit):
         parent = _block_hash(request, idx, parent, block_size)
+        if parent is None:  # content known only to this request
+            if salt is None:
+                salt = _request_salt(request.request_id)
+            parent = hash((hashes[-1] if hashes else NONE_HASH, _UNIQUE_TAG, salt, idx))
         hashes.append(parent)
     return hashes

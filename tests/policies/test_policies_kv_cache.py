@@ -101,3 +101,17 @@ def test_hashes_for_simulated_requests():
     t = req("t", list(range(12)))
     t.output_token_ids.extend([5, 6, 7, 8])
     assert len(ensure_block_hashes(t, 10, bs)) == 4  # only full known blocks
+
+
+def test_simulated_requests_share_prefix_through_the_policy():
+    from schedsim.policies import StepResult, make_policy
+    p = make_policy("vllm", block_size=4, num_gpu_blocks=64, max_model_len=64)
+    p.add_request(req("a", prompt_len=14, hashes=(5, 6, 7)))
+    plan = p.schedule()
+    p.update_from_output(plan, StepResult(sampled_token_ids={"a": [9]}))
+    p.add_request(req("b", prompt_len=13, hashes=(5, 6, 8)))
+    p.add_request(req("c", prompt_len=10))
+    plan = p.schedule()
+    assert plan.context_lens == {"a": 14, "b": 8, "c": 0}
+    assert plan.block_ids["b"][:2] == plan.block_ids["a"][:2]
+    p.check_invariants()
