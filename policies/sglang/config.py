@@ -16,6 +16,7 @@ class SGLangConfig(SchedulerConfig):
     `--chunked-prefill-size -1`. A page is one KV block (page_size == block_size).
     """
 
+    schedule_policy: str = "fcfs"  # SGLang's --schedule-policy: "fcfs" or cache-aware "lpm"
     chunked_prefill_size: int | None = None
     max_prefill_tokens: int = 16384
     enable_mixed_chunk: bool = False
@@ -50,6 +51,11 @@ class SGLangConfig(SchedulerConfig):
         for field in ("init_new_token_ratio", "min_new_token_ratio_factor"):
             if not 0.0 <= getattr(self, field) <= 1.0:
                 raise ValueError(f"{name}.{field} must be in [0, 1], got {getattr(self, field)}")
+        if self.schedule_policy not in ("fcfs", "lpm"):
+            raise ValueError(f"{name}.schedule_policy must be 'fcfs' or 'lpm', got {self.schedule_policy!r}")
+        if self.schedule_policy == "lpm" and self.scheduling_policy == "priority":
+            raise ValueError(f"{name}: schedule_policy 'lpm' ignores priorities; use "
+                             "scheduling_policy 'fcfs' with it")
         if self.enable_mixed_chunk and not self.enable_chunked_prefill:
             raise ValueError(f"{name}.enable_mixed_chunk needs enable_chunked_prefill")
 

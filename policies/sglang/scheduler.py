@@ -19,6 +19,7 @@ from ..request import Request, RequestStatus
 from .adder import AddReqResult, PrefillAdder
 from .config import SGLangConfig
 from .decode import finishing_inflight, pages_needed, retract_decode
+from .lpm import sort_longest_prefix_first
 from .plan import SGLangStepPlan
 from .slots import NewTokenRatioTracker, ReqToTokenPool
 
@@ -109,6 +110,9 @@ class SGLangOverlapPolicy(BasePolicy):
             return False
         if self.config.scheduling_policy == "priority":
             self.waiting = type(self.waiting)(sorted(self.waiting, key=lambda r: r.priority))
+        elif self.config.schedule_policy == "lpm":
+            self.waiting = type(self.waiting)(
+                sort_longest_prefix_first(list(self.waiting), self.kv, self.config.block_size))
         mixed = running_bs if self.config.enable_mixed_chunk else 0
         adder = PrefillAdder(self.config, self.kv.num_free_blocks * self.config.block_size,
                              self.running, self.ratio.current, mixed, self.max_new)

@@ -172,3 +172,33 @@ def test_mixed_chunk_budgets_leave_room_for_the_running_decodes():
     assert t.sched()[3:7] == [{"c": 32, "a": 1, "b": 1}, {"c": 34, "a": 1, "b": 1},
                               {"c": 34, "a": 1, "b": 1}, {"a": 1, "b": 1, "c": 1}]
     assert [p.forward_mode for p in t.plans[3:7]] == ["mixed", "mixed", "mixed", "decode"]
+
+
+def _ids_request(rid: str, ids: list[int], max_tokens: int = 2):
+    """A request with real token ids (prefix-cache hashing by content)."""
+    return make_request(rid, len(ids), max_tokens, prompt_token_ids=ids)
+
+
+def test_lpm_admits_the_longest_cached_prefix_first():
+    """After 'p' (64 tokens) finished, 'y' (p + 8) hits 64 cached tokens: lpm admits it before
+    the earlier 'x'; fcfs admits 'x'. max_num_seqs=1 makes the order visible."""
+    shared = list(range(100, 164))
+    for policy, first in (("fcfs", "x"), ("lpm", "y")):
+        p = sglang(max_num_seqs=1, schedule_policy=policy)
+        run(p, [_ids_request("p", shared)])
+        p.add_request(_ids_request("x", list(range(500, 540))))
+        p.add_request(_ids_request("y", shared + list(range(900, 908))))
+        plan = p.schedule()
+        assert list(plan.num_scheduled_tokens) == [first], policy
+        if first == "y":
+            assert plan.context_lens["y"] == 64 and plan.num_scheduled_tokens["y"] == 8
+
+
+def test_lpm_deprioritises_a_second_request_with_the_same_uncached_prefix():
+    """'b' and 'c' share 48 uncached tokens: 'c' goes behind 'a' so it can hit b's blocks later."""
+    common = list(range(100, 148))
+    p = sglang(max_num_seqs=1, schedule_policy="lpm")
+    for rid, ids in (("b", common + [1, 2]), ("c", common + [3, 4]), ("a", list(range(700, 750)))):
+        p.add_request(_ids_request(rid, ids))
+    p.schedule()
+    assert [r.request_id for r in p.waiting] == ["a", "c"]

@@ -24,6 +24,7 @@ VARIANTS = {
     "mixed-chunk": {"enable_mixed_chunk": True},
     "no-chunking": {"enable_chunked_prefill": False, "max_num_batched_tokens": 40},
     "no-skip-priority": {"enable_skip_finishing_decode": False, "scheduling_policy": "priority"},
+    "lpm": {"schedule_policy": "lpm"},
 }
 
 MAX_MODEL_LEN = 40
