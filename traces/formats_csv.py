@@ -14,6 +14,7 @@ from .validate import normalize
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 BURSTGPT_COLUMNS = ("Timestamp", "Session ID", "Elapsed time", "Model", "Request tokens",
                     "Response tokens", "Total tokens", "Log Type")
+BURSTGPT_V2_ONLY = ("Session ID", "Elapsed time")
 
 
 def load_azure(path: str | Path, *, skip_bad: bool = False, sort: bool = False,
@@ -29,18 +30,29 @@ def load_burstgpt(path: str | Path, *, model: str | list[str] | None = None,
                   log_type: str | list[str] | None = None, skip_bad: bool = False,
                   sort: bool = False, head: int | None = None,
                   window: tuple[float, float] | None = None) -> pd.DataFrame:
-    """BurstGPT: seconds timestamps; keep only the given models / log types (counted as filtered)."""
+    """BurstGPT: seconds timestamps; keep only the given models / log types (counted as filtered).
+
+    Reads the current layout (with Session ID and Elapsed time) and the first release's layout
+    (without both); any other difference is a header error.
+    """
     filters: dict[str, set[str]] = {}
     if model is not None:
         filters["Model"] = {model} if isinstance(model, str) else set(model)
     if log_type is not None:
         filters["Log Type"] = {log_type} if isinstance(log_type, str) else set(log_type)
+    from ._io import read_csv_header
+
+    header, _ = read_csv_header(Path(path))
+    v1 = "Session ID" not in header and "Elapsed time" not in header  # first release's layout
+    columns = tuple(c for c in BURSTGPT_COLUMNS if not v1 or c not in BURSTGPT_V2_ONLY)
+    optional = {"request_class": "Model"} if v1 else {"session_id": "Session ID",
+                                                      "request_class": "Model"}
     cmap = ColumnMap("Timestamp", "Request tokens", "Response tokens", time_unit="s",
-                     optional={"session_id": "Session ID", "request_class": "Model"},
-                     filters=filters, exact=True, also_required=BURSTGPT_COLUMNS,
+                     optional=optional, filters=filters, exact=True, also_required=columns,
                      total_tokens="Total tokens")
     df = load_csv_table(path, cmap, LoadOptions(skip_bad, sort, head, window))
-    df["turn"] = df.groupby("session_id", sort=False).cumcount() if len(df) else []
+    if not v1:  # turns count within the loaded rows of each session
+        df["turn"] = df.groupby("session_id", sort=False).cumcount() if len(df) else []
     df.attrs["format"] = "burstgpt"
     return normalize(df)
 

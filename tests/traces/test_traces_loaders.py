@@ -194,3 +194,15 @@ def test_blank_lines_and_multiline_records_keep_exact_line_numbers(tmp_path: Pat
     ok = _write(tmp_path / "ok.csv", 'arrival_time,prompt_tokens,output_tokens,session_id\n'
                 '0,1,1,"two\nlines"\n\n1,2,2,s\n')
     assert T.load_workload(ok)["session_id"].tolist() == ["two\nlines", "s"]
+
+
+def test_burstgpt_first_release_layout(tmp_path: Path) -> None:
+    path = _write(tmp_path / "v1.csv", "Timestamp,Model,Request tokens,Response tokens,"
+                  "Total tokens,Log Type\n0,ChatGPT,10,2,12,API log\n3,GPT-4,5,1,6,API log\n")
+    df = T.load_workload(path)
+    assert df["prompt_tokens"].tolist() == [10, 5] and "session_id" not in df.columns
+    half = _write(tmp_path / "half.csv", "Timestamp,Session ID,Model,Request tokens,"
+                  "Response tokens,Total tokens,Log Type\n0,s,ChatGPT,10,2,12,API log\n")
+    with pytest.raises(T.TraceError, match="missing column") as exc:
+        T.load_burstgpt(half)
+    assert exc.value.field == "Elapsed time"
