@@ -72,6 +72,7 @@ def write_azure_2024_like(path: str, rows: int) -> None:
 
 
 def main() -> None:
+    """Run every case and print the table the docs quote."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows-2024", type=int, default=1_000_000,
                     help="rows of the synthetic 2024-layout file to stream (0 to skip)")

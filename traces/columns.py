@@ -19,6 +19,7 @@ class ChunkCheck:
     """Collects per-field bad-row masks of one chunk, then raises or skips the earliest first."""
 
     def __init__(self, lines: np.ndarray, policy: RowPolicy) -> None:
+        """One check per chunk: `lines` maps row positions back to the file."""
         self.lines = lines
         self.policy = policy
         self.bad = np.zeros(len(lines), dtype=bool)
@@ -32,6 +33,7 @@ class ChunkCheck:
             self._flags.append((mask, field, reason))
 
     def _first_reason(self, i: int) -> tuple[str, str]:
+        """The first flag raised on row i: errors report one field, the earliest checked."""
         for mask, field, reason in self._flags:
             if mask[i]:
                 return field, reason(i)

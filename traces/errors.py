@@ -13,6 +13,7 @@ class TraceError(ValueError):
 
     def __init__(self, message: str, file: str | None = None, line: int | None = None,
                  field: str | None = None) -> None:
+        """Keep the parts as attributes so callers and tests need not parse the message."""
         self.message = message
         self.file = file
         self.line = line

@@ -27,6 +27,7 @@ class PromptHasher:
     """
 
     def __init__(self, block: int) -> None:
+        """One hasher per class: values of all its prompts are computed together."""
         self.block = block
         self.heads: list[int] = []
         self.rels: list[np.ndarray] = []
