@@ -79,3 +79,18 @@ def test_validate_compares_the_real_run_with_the_simulator_fitted_to_it(tmp_path
     assert report.calibration["kind"] == "fitted-step"
     assert report.calibration["num_steps"] == len(grid.shapes())
     assert report.plot(tmp_path / "validate.png").stat().st_size > 10_000
+
+
+def test_backend_flags_become_executor_options():
+    import argparse
+
+    from schedsim.backend import ExecutorConfig
+    from schedsim.realtime_run import add_backend_arguments, backend_options
+
+    parser = argparse.ArgumentParser()
+    add_backend_arguments(parser)
+    args = parser.parse_args(["--backend", "real", "--real-model", "mini", "--real-ops", "torch"])
+    assert args.backend == "real"
+    cfg = ExecutorConfig(**backend_options(args))
+    assert (cfg.model, cfg.ops, cfg.device, cfg.cpu_worker_thread) == ("mini", "torch", "auto", False)
+    assert parser.parse_args([]).backend == "sim"
