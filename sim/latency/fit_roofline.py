@@ -22,6 +22,7 @@ from .specs import GpuSpec, get_gpu_spec, get_model_spec
 FIT_DONOR = {"h200": "h100-sxm"}
 _BOUNDS = {"gemm_compute_eff": (0.05, 1.0), "gemm_memory_eff": (0.05, 1.0),
            "elementwise_memory_eff": (0.02, 1.0), "kernel_overhead_us": (0.0, 40.0),
+           "gemm_overhead_us": (0.0, 40.0), "gemm_blend_p": (1.0, 12.0),
            "attn_compute_eff": (0.02, 1.0), "attn_memory_eff": (0.02, 1.0),
            "attn_overhead_us": (0.0, 100.0)}
 
@@ -87,10 +88,13 @@ class OperatorData:
     def predict(self, p: dict[str, float]) -> np.ndarray:
         """Roofline time of each row under parameters p ("op:<name>" = per-op memory efficiency)."""
         effs = np.array([p.get(f"op:{o}", p.get("elementwise_memory_eff", 0.5)) for o in self.ops])
-        gemm = np.maximum(self.flops / (self.peak * p["gemm_compute_eff"]),
-                          self.nbytes / (self.bw * p["gemm_memory_eff"]))
-        elem = self.nbytes / (self.bw * effs[self.op_idx])
-        return np.where(self.gemm, gemm, elem) + p["kernel_overhead_us"] * 1e-6
+        t_c = self.flops / (self.peak * p["gemm_compute_eff"])
+        t_m = self.nbytes / (self.bw * p["gemm_memory_eff"])
+        k = p.get("gemm_blend_p", 0.0)
+        gemm = (t_c**k + t_m**k) ** (1.0 / k) if k else np.maximum(t_c, t_m)
+        gemm = gemm + p.get("gemm_overhead_us", p["kernel_overhead_us"]) * 1e-6
+        elem = self.nbytes / (self.bw * effs[self.op_idx]) + p["kernel_overhead_us"] * 1e-6
+        return np.where(self.gemm, gemm, elem)
 
 
 def _log_loss(pred: np.ndarray, meas: np.ndarray) -> float:
@@ -113,19 +117,20 @@ def fit_operators(profiles: Profiles, gpu: str) -> tuple[dict[str, float], dict[
     meas = rows.time_s.to_numpy()
     data = OperatorData(rows, g)
     elem_ops = sorted(rows.op[~rows.gemm.astype(bool)].unique())
-    names = ["gemm_compute_eff", "gemm_memory_eff", "kernel_overhead_us"] + [f"op:{o}" for o in
-                                                                             elem_ops]
+    names = ["gemm_compute_eff", "gemm_memory_eff", "gemm_overhead_us", "gemm_blend_p",
+             "kernel_overhead_us"] + [f"op:{o}" for o in elem_ops]
     prior = RooflineConfig.from_gpu(g)
     start = {k: v for k, v in asdict(prior).items() if k in _BOUNDS}
+    start["gemm_blend_p"] = 2.0
     start.update({f"op:{o}": prior.elementwise_memory_eff for o in elem_ops})
     params = coordinate_fit(lambda p: _log_loss(data.predict(p), meas), start, names)
     errors = error_table(data.predict(params), meas, rows.op)
     op_eff = {k[3:]: params.pop(k) for k in list(params) if k.startswith("op:")}
     if op_eff:  # kernels never measured (KV-cache write) get the typical elementwise efficiency
         params["elementwise_memory_eff"] = float(np.median(list(op_eff.values())))
-    params = {k: v for k, v in params.items() if k in ("gemm_compute_eff", "gemm_memory_eff",
-                                                       "kernel_overhead_us",
-                                                       "elementwise_memory_eff")}
+    params = {k: v for k, v in params.items() if k in (
+        "gemm_compute_eff", "gemm_memory_eff", "gemm_overhead_us", "gemm_blend_p",
+        "kernel_overhead_us", "elementwise_memory_eff")}
     params["op_memory_eff"] = op_eff
     return params, errors
 

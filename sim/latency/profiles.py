@@ -84,7 +84,7 @@ def drop_impossible(df: pd.DataFrame, path: Path, slack: float = 2.0) -> pd.Data
     misaligned column in a fork's CSV must not teach the table that a GEMM takes 2 us."""
     keep = pd.Series(True, index=df.index)
     peak = RooflineConfig(gemm_compute_eff=1.0, gemm_memory_eff=1.0, elementwise_memory_eff=1.0,
-                          kernel_overhead_us=0.0)
+                          kernel_overhead_us=0.0, gemm_overhead_us=0.0)
     for (gpu, model, tp), sub in df.groupby(["gpu", "model", "tp"]):
         try:
             rl = RooflineModel(get_model_spec(model), get_gpu_spec(gpu), int(tp), peak)

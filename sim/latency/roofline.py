@@ -25,6 +25,9 @@ class RooflineConfig:
     attn_compute_eff: float = 0.5
     attn_memory_eff: float = 0.7
     kernel_overhead_us: float = 4.0
+    gemm_overhead_us: float = 4.0  # cuBLAS launch + tail of one GEMM
+    # GEMM time = (compute^p + memory^p)^(1/p): smooth near the ridge point (0 = plain max)
+    gemm_blend_p: float = 0.0
     attn_overhead_us: float = 10.0  # attention kernels also plan / split KV / merge partials
     comm_bw_eff: float = 0.7  # fraction of the one-way link bandwidth an all-reduce achieves
     comm_latency_us: float = 10.0
@@ -38,7 +41,11 @@ class RooflineConfig:
             value = getattr(self, name)
             if not 0.0 < value <= 1.0:
                 raise ValueError(f"RooflineConfig: field {name!r} must be in (0, 1], got {value}")
-        for name in ("kernel_overhead_us", "attn_overhead_us", "comm_latency_us"):
+        if self.gemm_blend_p != 0.0 and self.gemm_blend_p < 1.0:
+            raise ValueError(f"RooflineConfig: field 'gemm_blend_p' must be 0 (max) or >= 1, "
+                             f"got {self.gemm_blend_p}")
+        for name in ("kernel_overhead_us", "gemm_overhead_us", "attn_overhead_us",
+                     "comm_latency_us"):
             if getattr(self, name) < 0:
                 raise ValueError(f"RooflineConfig: field {name!r} must be >= 0")
         for op, value in self.op_memory_eff.items():
@@ -50,7 +57,8 @@ class RooflineConfig:
     def from_gpu(cls, gpu: GpuSpec) -> RooflineConfig:
         """Priors from the GPU spec's own efficiency factors."""
         return cls(gemm_compute_eff=gpu.compute_efficiency, gemm_memory_eff=gpu.memory_efficiency,
-                   kernel_overhead_us=gpu.kernel_overhead_us, comm_latency_us=gpu.comm_latency_us,
+                   kernel_overhead_us=gpu.kernel_overhead_us,
+                   gemm_overhead_us=gpu.kernel_overhead_us, comm_latency_us=gpu.comm_latency_us,
                    source=f"gpu-spec priors ({gpu.name})")
 
 
@@ -125,9 +133,13 @@ class RooflineModel:
     def work_time(self, flops: float, nbytes: float, is_gemm: bool, op: str = "") -> float:
         """Seconds of one operator from its work (GEMM or memory-bound elementwise)."""
         c = self.config
-        if is_gemm:
-            return self.op(flops, nbytes, c.gemm_compute_eff, c.gemm_memory_eff)
-        return self.elementwise(nbytes, op)
+        if not is_gemm:
+            return self.elementwise(nbytes, op)
+        t_c = flops / (self._flops * c.gemm_compute_eff)
+        t_m = nbytes / (self._bw * c.gemm_memory_eff)
+        p = c.gemm_blend_p
+        t = (t_c**p + t_m**p) ** (1.0 / p) if p else max(t_c, t_m)
+        return t + c.gemm_overhead_us * 1e-6
 
     def dense_ops(self, tokens: int) -> dict[str, float]:
         """Seconds of each token-count-dependent operator of one layer, on one GPU."""

@@ -7,6 +7,7 @@ from schedsim.latency import RooflineConfig, RooflineModel, get_gpu_spec, get_mo
 OPS = ["attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj", "input_layernorm",
        "mlp_act", "add"]
 TRUTH = RooflineConfig(gemm_compute_eff=0.55, gemm_memory_eff=0.7, kernel_overhead_us=3.0,
+                       gemm_overhead_us=6.0, gemm_blend_p=2.0,
                        op_memory_eff={"input_layernorm": 0.4, "mlp_act": 0.6, "add": 0.8})
 TOKENS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
 

@@ -78,6 +78,8 @@ def test_fit_recovers_known_efficiencies(mlp_frame):
     assert params["gemm_compute_eff"] == pytest.approx(0.55, rel=0.03)
     assert params["gemm_memory_eff"] == pytest.approx(0.7, rel=0.03)
     assert params["kernel_overhead_us"] == pytest.approx(3.0, abs=0.2)
+    assert params["gemm_overhead_us"] == pytest.approx(6.0, abs=0.3)
+    assert params["gemm_blend_p"] == pytest.approx(2.0, rel=0.05)
     assert params["op_memory_eff"]["add"] == pytest.approx(0.8, rel=0.03)
     assert all(e["median_rel_err"] < 0.02 for e in errors.values())
     cal = fit_roofline(prof)
