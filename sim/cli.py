@@ -75,7 +75,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .outputs import format_summary, write_run
     from .simulate import simulate
 
-    result = simulate(config, progress=not args.no_progress)
+    if args.backend == "real":  # the same policy and engine loop on the real model, in wall-clock time
+        from .realtime_run import backend_options, run_real
+
+        result = run_real(config, backend=backend_options(args))
+    else:
+        result = simulate(config, progress=not args.no_progress)
     write_run(result, args.out, plots=not args.no_plots)
     print(format_summary(result.summary))
     print(f"\nwrote {args.out}/")
@@ -120,6 +125,17 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from .sweep import run_sweep_cli
 
     return run_sweep_cli(args, resolve_run_config)
+
+
+def _add_backend_flags(parser: argparse.ArgumentParser) -> None:
+    """`--backend sim|real` and the real backend's options (flags owned by sim/realtime_run.py)."""
+    try:
+        from .realtime_run import add_backend_arguments
+    except Exception as exc:  # noqa: BLE001 - the simulator must work without the backend
+        parser.add_argument("--backend", choices=("sim",), default="sim",
+                            help=f"sim only: the real backend is unavailable ({exc})")
+        return
+    add_backend_arguments(parser)
 
 
 def _missing(name: str, module: str, exc: BaseException) -> Callable[[argparse.Namespace], int]:
@@ -177,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="replay a workload through one policy and write an output directory")
     p.set_defaults(func=cmd_run, _dests=add_run_arguments(p, "runs/run"))
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    _add_backend_flags(p)
     sub.add_parser("policies", help="list registered policies").set_defaults(func=cmd_policies)
     sub.add_parser("models", help="list shipped model specs").set_defaults(
         func=lambda a: _list_specs("models"))

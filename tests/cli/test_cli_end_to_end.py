@@ -101,3 +101,25 @@ def test_compare_rejects_duplicate_labels(tmp_path: Path, capsys: pytest.Capture
     assert main(["compare", "--policies", "vllm", "vllm", "--max-requests", "5",
                  "--out", str(tmp_path)]) == 2
     assert "duplicate" in capsys.readouterr().err
+
+
+def test_run_on_the_real_backend_writes_the_same_directory(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    from schedsim.traces import write_workload
+
+    trace = write_workload(pd.DataFrame({
+        "request_id": [f"q{i}" for i in range(6)], "arrival_time": [0.01 * i for i in range(6)],
+        "prompt_tokens": [9 + 5 * i for i in range(6)], "output_tokens": [3 + i % 3 for i in range(6)]}),
+        tmp_path / "tiny.csv")
+    out = tmp_path / "real"
+    assert main(["run", "--backend", "real", "--real-model", "tiny", "--trace", str(trace),
+                 "--policy", "vllm-async", "--block-size", "4", "--num-gpu-blocks", "128",
+                 "--max-model-len", "128", "--max-num-batched-tokens", "32", "--max-num-seqs", "4",
+                 "--out", str(out),
+                 "--no-progress"]) == 0
+    for name in TABLE_FILES + JSON_FILES + PLOT_FILES:
+        assert (out / name).is_file(), name
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["backend"] == "real" and summary["num_finished"] == 6
+    requests = pd.read_parquet(out / "requests.parquet")
+    assert requests["num_output_tokens"].tolist() == [3 + i % 3 for i in range(6)]
