@@ -1,5 +1,9 @@
 """Paged attention for mixed batches in one Triton kernel: prefill chunks over cached context and
-decodes, grouped-query heads, online softmax over KV tiles gathered through the block table."""
+decodes, grouped-query heads, online softmax over KV tiles gathered through the block table.
+
+One program serves one KV head of one sequence: its tile rows are (token, query head of the group)
+pairs, so every K/V tile is loaded once for the whole group and a decode fills `group` rows of the
+tile instead of one (vLLM's unified attention packs GQA the same way)."""
 
 from __future__ import annotations
 
@@ -18,30 +22,32 @@ def _paged_attention_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
     UPCAST: tl.constexpr, IEEE: tl.constexpr,
 ):
-    """One program: BLOCK_M query tokens of one sequence for one query head."""
+    """One program: BLOCK_M (token, query head) rows of one sequence and one KV head."""
     seq = tl.program_id(0)
-    head = tl.program_id(1)
+    kv_head = tl.program_id(1)
     tile = tl.program_id(2)
     q_start = tl.load(query_start_loc + seq)
     q_len = tl.load(query_start_loc + seq + 1) - q_start
-    if tile * BLOCK_M < q_len:
+    if tile * BLOCK_M < q_len * QUERIES_PER_KV:
         seq_len = tl.load(seq_lens + seq)
         context = seq_len - q_len
-        kv_head = head // QUERIES_PER_KV
-        offs_m = tile * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_r = tile * BLOCK_M + tl.arange(0, BLOCK_M)
+        tok = offs_r // QUERIES_PER_KV
+        head = kv_head * QUERIES_PER_KV + offs_r % QUERIES_PER_KV
         offs_d = tl.arange(0, BLOCK_D)
-        m_ok = offs_m < q_len
+        m_ok = tok < q_len
         d_ok = offs_d < HEAD_DIM
-        q = tl.load(Q + (q_start + offs_m)[:, None] * stride_qt + head * stride_qh + offs_d[None, :],
-                    mask=m_ok[:, None] & d_ok[None, :], other=0.0)
+        q_off = (q_start + tok)[:, None] * stride_qt + head[:, None] * stride_qh + offs_d[None, :]
+        q = tl.load(Q + q_off, mask=m_ok[:, None] & d_ok[None, :], other=0.0)
         if UPCAST:
             q = q.to(tl.float32)
-        q_pos = context + offs_m
+        q_pos = context + tok
         m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
         l_i = tl.zeros([BLOCK_M], tl.float32)
         acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-        # Keys past the tile's last query are masked anyway: stop there (causal).
-        kv_end = tl.minimum(seq_len, context + (tile + 1) * BLOCK_M)
+        # Keys past the tile's last token are masked anyway: stop there (causal).
+        last_tok = ((tile + 1) * BLOCK_M - 1) // QUERIES_PER_KV
+        kv_end = tl.minimum(seq_len, context + last_tok + 1)
         for start in range(0, kv_end, BLOCK_N):
             k_pos = start + tl.arange(0, BLOCK_N)
             k_ok = k_pos < kv_end
@@ -70,8 +76,8 @@ def _paged_attention_kernel(
                 acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
             m_i = m_new
         out = acc / l_i[:, None]
-        tl.store(Out + (q_start + offs_m)[:, None] * stride_ot + head * stride_oh + offs_d[None, :],
-                 out.to(Out.dtype.element_ty), mask=m_ok[:, None] & d_ok[None, :])
+        o_off = (q_start + tok)[:, None] * stride_ot + head[:, None] * stride_oh + offs_d[None, :]
+        tl.store(Out + o_off, out.to(Out.dtype.element_ty), mask=m_ok[:, None] & d_ok[None, :])
 
 
 def _interpreting() -> bool:
@@ -93,13 +99,14 @@ def paged_attention(q: torch.Tensor, key_cache: torch.Tensor, value_cache: torch
     out = torch.empty_like(q)
     block_m = 16
     block_n = max(16, triton.next_power_of_2(page)) if page <= 64 else 64
-    grid = (meta.num_seqs, q.shape[1], triton.cdiv(max(meta.max_query_len, 1), block_m))
+    group = q.shape[1] // num_kv_heads
+    grid = (meta.num_seqs, num_kv_heads, triton.cdiv(max(meta.max_query_len, 1) * group, block_m))
     upcast = q.dtype == torch.bfloat16 and _interpreting()
     _paged_attention_kernel[grid](
         q, key_cache, value_cache, out, meta.block_tables, meta.query_start_loc, meta.seq_lens, scale,
         q.stride(0), q.stride(1), out.stride(0), out.stride(1),
         key_cache.stride(0), key_cache.stride(1), key_cache.stride(2), meta.block_tables.stride(0),
-        QUERIES_PER_KV=q.shape[1] // num_kv_heads, PAGE_SIZE=page, HEAD_DIM=head_dim,
+        QUERIES_PER_KV=group, PAGE_SIZE=page, HEAD_DIM=head_dim,
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
         UPCAST=upcast, IEEE=q.dtype == torch.float32)
     return out

@@ -74,17 +74,19 @@ def test_index_checks_refuse_bad_tables_and_slots():
 
 
 @needs_triton
-@pytest.mark.parametrize("dtype,dim,page,tol", [(torch.float32, 16, 4, 1e-5), (torch.float16, 12, 16, 3e-3),
-                                                (torch.bfloat16, 16, 4, 3e-2)])
-def test_triton_paged_attention_mixed_batch(dtype, dim, page, tol):
+@pytest.mark.parametrize("dtype,dim,page,heads,kv_heads,tol", [
+    (torch.float32, 16, 4, 6, 2, 1e-5),  # group of 3: tiles mix heads of several tokens
+    (torch.float16, 12, 16, 4, 1, 3e-3),  # multi-query, head_dim not a power of 2
+    (torch.bfloat16, 16, 4, 2, 2, 3e-2)])  # plain multi-head
+def test_triton_paged_attention_mixed_batch(dtype, dim, page, heads, kv_heads, tol):
     """Prefill from scratch, a chunk over cached context, decodes and a >16-token chunk in one launch."""
     ops = get_ops("triton")
     meta = make_batch([(0, 5), (7, 3), (12, 1), (3, 18), (0, 1)], page=page, num_blocks=24)
     meta_dev = meta.to(DEV)
     g = torch.Generator().manual_seed(1)
-    kc = torch.randn(24, page, 2, dim, generator=g).to(dtype)
-    vc = torch.randn(24, page, 2, dim, generator=g).to(dtype)
-    q = torch.randn(int(meta.query_start_loc[-1]), 4, dim, generator=g).to(dtype)
+    kc = torch.randn(24, page, kv_heads, dim, generator=g).to(dtype)
+    vc = torch.randn(24, page, kv_heads, dim, generator=g).to(dtype)
+    q = torch.randn(int(meta.query_start_loc[-1]), heads, dim, generator=g).to(dtype)
     out = ops.paged_attention(q.to(DEV), kc.to(DEV), vc.to(DEV), meta_dev, dim ** -0.5).cpu()
     assert out.dtype == dtype
     assert max_err(out, ref.paged_attention_ref(q, kc, vc, meta, dim ** -0.5)) < tol
