@@ -94,7 +94,12 @@ class VllmScheduler(LifecycleMixin, OutputMixin):
             num_new = num_tokens + len(request.spec_token_ids) + placeholders - computed
             if 0 < threshold < num_new:
                 num_new = threshold
-            num_new = min(num_new, token_budget, input_budget, max_model_len - computed - 1)
+            if num_new > token_budget:
+                num_new = token_budget
+            if num_new > input_budget:
+                num_new = input_budget
+            if num_new > max_model_len - computed - 1:
+                num_new = max_model_len - computed - 1
             if num_new <= 0:
                 req_index += 1  # fully scheduled but not yet processed: let others run
                 continue

@@ -94,6 +94,32 @@ def stress_scenario_from_seed(seed: int, policy: str | None = None) -> dict:
     return sc
 
 
+def wide_scenario_from_seed(seed: int, policy: str | None = None) -> dict:
+    """Up to 30 requests sharing long prefixes in a pool where cached blocks get evicted."""
+    rng = random.Random(seed)
+    bs = rng.choice([8, 16, 32])
+    mml = rng.choice([256, 512, 1024])
+    cfg = {"block_size": bs, "num_gpu_blocks": -(-mml // bs) + 1 + rng.choice([0, 4, 16, 64]),
+           "max_num_seqs": rng.choice([4, 16, 32]), "max_num_batched_tokens": rng.choice([64, 256, 1024]),
+           "max_model_len": mml, "enable_prefix_caching": True,
+           "enable_chunked_prefill": rng.random() < 0.85, "long_prefill_token_threshold":
+           rng.choice([0, 0, 32, 100]), "scheduling_policy": rng.choice(["fcfs", "priority"])}
+    if not cfg["enable_chunked_prefill"]:
+        cfg["max_num_batched_tokens"] = max(cfg["max_num_batched_tokens"], mml)
+    roots = [[rng.randrange(3, 900) for _ in range(rng.randint(10, mml // 2))] for _ in range(2)]
+    reqs = []
+    for i in range(rng.randint(5, 30)):
+        root = rng.choice(roots)
+        p = root[: rng.randint(1, len(root))] + [rng.randrange(3, 900) for _ in range(rng.randint(0, 40))]
+        p = p[: mml - 1]
+        mt = rng.randint(1, min(60, mml - len(p)))
+        reqs.append(_req(f"w{i:02d}", p, mt, arrival=rng.choice([0, rng.randint(0, 40)]),
+                         priority=rng.randint(0, 2), eos=rng.choice([None, None, rng.randint(1, mt + 1)])))
+    aborts = [{"id": r["id"], "step": rng.randint(0, 80)} for r in reqs if rng.random() < 0.1]
+    return {"policy": policy or rng.choice(["vllm", "vllm-async"]), "config": cfg, "requests": reqs,
+            "aborts": aborts, "num_steps": rng.randint(60, 160)}
+
+
 def _req(rid: str, prompt: list[int], max_tokens: int, arrival: int = 0, priority: int = 0,
          eos: int | None = None) -> dict:
     """One scenario request."""
@@ -180,8 +206,9 @@ def main(argv: list[str]) -> int:
             (out / f"{name}.json").write_text(json.dumps(sc) + "\n")
         return 0
     outdir, n, seed = Path(argv[0]), int(argv[1]), int(argv[2])
-    stress = len(argv) > 3 and argv[3] == "stress"
-    make, prefix = (stress_scenario_from_seed, "stress") if stress else (scenario_from_seed, "rand")
+    kind = argv[3] if len(argv) > 3 else "rand"
+    make, prefix = {"stress": (stress_scenario_from_seed, "stress"), "wide": (wide_scenario_from_seed, "wide"),
+                    "rand": (scenario_from_seed, "rand")}[kind]
     outdir.mkdir(parents=True, exist_ok=True)
     for s in range(seed, seed + n):
         (outdir / f"{prefix}_{s}.json").write_text(json.dumps(make(s)) + "\n")
