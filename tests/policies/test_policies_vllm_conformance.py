@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schedsim.conformance import ScenarioError, format_log, main, run_scenario
-from vllm_scenario_gen import scenario_from_seed, stress_scenario_from_seed
+from vllm_scenario_gen import scenario_from_seed, stress_scenario_from_seed, wide_scenario_from_seed
 
 HERE = Path(__file__).parent
 SCENARIOS = sorted(p for p in (HERE / "scenarios").glob("*.json"))
@@ -68,10 +68,11 @@ def _oracle(scenario: dict) -> dict:
 
 @settings(max_examples=int(os.environ.get("SCHEDSIM_ORACLE_EXAMPLES", "40")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 10**9), stress=st.booleans(), policy=st.sampled_from(["vllm", "vllm-async"]))
-def test_random_scenarios_deterministic_and_match_oracle(seed, stress, policy):
-    make = stress_scenario_from_seed if stress else scenario_from_seed
-    sc = make(seed, policy)
+@given(seed=st.integers(0, 10**9), kind=st.sampled_from([scenario_from_seed, stress_scenario_from_seed,
+                                                         wide_scenario_from_seed]),
+       policy=st.sampled_from(["vllm", "vllm-async"]))
+def test_random_scenarios_deterministic_and_match_oracle(seed, kind, policy):
+    sc = kind(seed, policy)
     ours = format_log(run_scenario(sc))
     assert ours == format_log(run_scenario(json.loads(json.dumps(sc))))  # same input, same log
     if not os.environ.get("SCHEDSIM_ORACLE"):

@@ -207,7 +207,8 @@ def main(argv: list[str]) -> int:
         return 0
     outdir, n, seed = Path(argv[0]), int(argv[1]), int(argv[2])
     kind = argv[3] if len(argv) > 3 else "rand"
-    make, prefix = {"stress": (stress_scenario_from_seed, "stress"), "wide": (wide_scenario_from_seed, "wide"),
+    make, prefix = {"stress": (stress_scenario_from_seed, "stress"),
+                    "wide": (wide_scenario_from_seed, "wide"),
                     "rand": (scenario_from_seed, "rand")}[kind]
     outdir.mkdir(parents=True, exist_ok=True)
     for s in range(seed, seed + n):
