@@ -20,7 +20,7 @@ from schedsim.policies.plan import StepPlan, StepResult
 from schedsim.policies.request import Request
 
 from .config import load_model_config
-from .input_batch import HostBatch, RequestState, prepare_batch, register_placeholders
+from .input_batch import HostBatch, ModelLimits, RequestState, prepare_batch, register_placeholders
 from .kernels import AttentionMetadata, get_ops
 from .kv_cache import PagedKVCache
 from .model import DTYPES, LlamaModel
@@ -87,6 +87,7 @@ class RealExecutor:
         self.ops = get_ops(config.ops)
         self.cache = PagedKVCache(model.cfg, config.num_blocks, config.block_size, self.device, model.dtype)
         self.states: dict[str, RequestState] = {}
+        self.limits = ModelLimits(model.cfg.vocab_size, model.cfg.max_position_embeddings)
         # How placeholders reached the inputs: one slice copy (batch unchanged) or a scatter.
         self.num_fill_slices = 0
         self.num_fill_scatters = 0
@@ -127,7 +128,7 @@ class RealExecutor:
         for rid in (*plan.finished_req_ids, *plan.preempted_req_ids, *plan.paused_req_ids):
             self.states.pop(rid, None)
         t0 = time.perf_counter()
-        batch = prepare_batch(plan, requests, self.states, self.cache)
+        batch = prepare_batch(plan, requests, self.states, self.cache, self.limits)
         handle = StepHandle(plan.step_id, batch.req_ids, batch.sample_req_ids, t0, batch)
         if batch.num_tokens == 0:
             handle.tokens = []

@@ -7,6 +7,7 @@ the device copies the previous step's sampled token into that row, so the host n
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,7 +77,26 @@ def _token_at(request: Request, state: RequestState, pos: int) -> int | PendingT
     return pending if tokens is None else tokens[pending.row]
 
 
-def _check_request(plan: StepPlan, rid: str, requests: Any) -> Request:
+@dataclass(frozen=True)
+class ModelLimits:
+    """What the model can take: token ids below vocab_size, positions below max_positions."""
+
+    vocab_size: int
+    max_positions: int
+
+
+def _new_state(request: Request, limits: ModelLimits) -> RequestState:
+    """State for a new or resumed request, once its prompt ids are known to fit the vocabulary
+    (an out-of-range id is a device-side assert on CUDA, which kills the process's context)."""
+    ids = request.prompt_token_ids or []
+    bad = [t for t in ids if not 0 <= t < limits.vocab_size]
+    if bad:
+        raise ValueError(f"request {request.request_id}: prompt token ids {bad[:4]} outside the model's "
+                         f"vocabulary 0..{limits.vocab_size - 1}")
+    return RequestState(request.request_id, request.num_tokens)
+
+
+def _check_request(plan: StepPlan, rid: str, requests: Mapping[str, Request]) -> Request:
     """The scheduled request, or a clear error about what the real backend cannot run."""
     request = requests.get(rid)
     if request is None:
@@ -91,8 +111,8 @@ def _check_request(plan: StepPlan, rid: str, requests: Any) -> Request:
     return request
 
 
-def prepare_batch(plan: StepPlan, requests: Any, states: dict[str, RequestState],
-                  cache: PagedKVCache) -> HostBatch:
+def prepare_batch(plan: StepPlan, requests: Mapping[str, Request], states: dict[str, RequestState],
+                  cache: PagedKVCache, limits: ModelLimits) -> HostBatch:
     """Build the host batch; registers a new placeholder for every request that samples."""
     batch = HostBatch()
     for rid, n in plan.num_scheduled_tokens.items():
@@ -101,12 +121,15 @@ def prepare_batch(plan: StepPlan, requests: Any, states: dict[str, RequestState]
         request = _check_request(plan, rid, requests)
         state = states.get(rid)
         if state is None or rid in plan.new_req_ids or rid in plan.resumed_req_ids:
-            state = states[rid] = RequestState(rid, request.num_tokens)
+            state = states[rid] = _new_state(request, limits)
         state.sync(request)
         start, end = plan.context_lens[rid], plan.context_lens[rid] + n
         if end > state.next_pos:
             raise ValueError(f"request {rid}: step {plan.step_id} computes up to position {end - 1} but only "
                              f"{state.next_pos} tokens exist (context {start}, {n} scheduled)")
+        if end > limits.max_positions:
+            raise ValueError(f"request {rid}: position {end - 1} is beyond the model's "
+                             f"max_position_embeddings {limits.max_positions}")
         table = list(plan.block_ids[rid])
         cache.check_table(rid, table, end)
         for pos in range(start, end):

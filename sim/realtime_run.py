@@ -80,6 +80,9 @@ def run_real(config: RunConfig | None = None, workload: pd.DataFrame | None = No
     from .latency.fitted import steps_frame
 
     cfg = config or RunConfig()
+    if cfg.num_spec_tokens:
+        raise ValueError("RunConfig.num_spec_tokens: the real backend has no drafter (speculative "
+                         "decoding runs in simulation only)")
     wall0 = time.perf_counter()
     own = executor is None
     executor = executor or make_executor(cfg, backend)

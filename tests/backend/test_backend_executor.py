@@ -66,11 +66,12 @@ def test_prefix_cached_context_is_read_from_the_shared_block(executor_factory):
     # b's first block is a prefix-cache hit: only its last two tokens are computed.
     hit = ex.collect(ex.launch(plan(1, {"b": (4, 2)}, tables, new_req_ids=["b"]), {"b": b}))
     assert hit.sampled_token_ids == {"b": greedy(ex, PROMPT_B, 1)}
-    # Control: with the shared block wiped, the same plan yields another token.
+    # Control: with the shared block overwritten (seeded), the same plan yields another token.
     ex2 = executor_factory()
+    g = torch.Generator().manual_seed(0)
     for k_cache, v_cache in ex2.cache.layers:
-        k_cache[3].normal_()
-        v_cache[3].normal_()
+        k_cache[3].copy_(torch.randn(k_cache[3].shape, generator=g) * 3)
+        v_cache[3].copy_(torch.randn(v_cache[3].shape, generator=g) * 3)
     miss = ex2.collect(ex2.launch(plan(0, {"b": (4, 2)}, tables, new_req_ids=["b"]), {"b": b}))
     assert miss.sampled_token_ids != hit.sampled_token_ids
 
@@ -120,6 +121,11 @@ def test_bad_plans_are_refused_before_launch(executor_factory):
         ex.launch(plan(0, {"a": (0, 7)}, {"a": [3, 40]}), {"a": a})
     with pytest.raises(ValueError, match="7 tokens need 2"):
         ex.launch(plan(0, {"a": (0, 7)}, {"a": [3]}), {"a": a})
+    with pytest.raises(ValueError, match=r"prompt token ids \[9999\] outside the model's vocabulary"):
+        ex.launch(plan(0, {"v": (0, 2)}, {"v": [3]}, new_req_ids=["v"]), {"v": req("v", [5, 9999])})
+    far = req("far", [5] * 4100)
+    with pytest.raises(ValueError, match="beyond the model's max_position_embeddings 4096"):
+        ex.launch(plan(0, {"far": (0, 4100)}, {"far": list(range(1, 32)) * 40}), {"far": far})
     with pytest.raises(ValueError, match="needs prompt_token_ids"):
         ex.launch(plan(0, {"x": (0, 3)}, {"x": [3]}), {"x": Request("x", 0.0, 3, 4)})
     spec = plan(0, {"a": (0, 7)}, {"a": [3, 9]}, spec_decode_tokens={"a": [-1]})
