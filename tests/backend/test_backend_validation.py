@@ -83,11 +83,14 @@ def test_vllm_policies_match_dense_reference(shared, policy, chunk, prefix):
     assert outputs == shared[1]
 
 
-@pytest.mark.parametrize("policy", ["vllm", "vllm-async"])
-def test_forced_preemptions_recompute_the_same_tokens(shared, policy):
+@pytest.mark.parametrize("policy,options,counter", [
+    ("vllm", {}, "num_preemptions"), ("vllm-async", {}, "num_preemptions"),
+    ("vllm-async", {"defer_block_free": True}, "num_preemptions"),
+    ("trtllm:max-utilization", {}, "num_pauses")])
+def test_forced_preemptions_and_pauses_recompute_the_same_tokens(shared, policy, options, counter):
     requests = workload()
-    outputs, live = run(policy, fresh(shared, num_blocks=10), requests, max_model_len=32)
-    assert sum(r.num_preemptions for r in live.values()) > 0  # the pool really was too small
+    outputs, live = run(policy, fresh(shared, num_blocks=10), requests, max_model_len=32, **options)
+    assert sum(getattr(r, counter) for r in live.values()) > 0  # the pool really was too small
     assert outputs == shared[1]
 
 
