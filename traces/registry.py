@@ -13,6 +13,7 @@ from ._io import open_binary, read_csv_header
 from .errors import TraceError
 from .formats_csv import AZURE_COLUMNS, load_azure, load_burstgpt, load_csv
 from .formats_jsonl import load_jsonl, load_mooncake
+from .genspec import is_generator_spec, load_generated
 from .native import read_parquet_workload
 
 SHIPPED: dict[str, str] = {
@@ -62,12 +63,20 @@ def sniff_format(path: Path) -> str:
 
 
 def load_workload(spec: str | Path, *, format: str = "auto", **opts: object) -> pd.DataFrame:
-    """A Workload from a shipped name or a path; `opts` go to the format's loader.
+    """A Workload from a shipped name, a path, or a generator spec; `opts` go to the loader.
+
+    Generator specs: 'gen:rate=5,requests=1000[,process=gamma,cv=2,prompt_mean=..,seed=..]'
+    or a .toml/.json file of WorkloadSpec fields (see generate.py).
 
     Common opts: skip_bad, sort, head, window=(start_s, end_s). CSV/JSONL: mapping, time_unit,
     block_size. BurstGPT: model, log_type.
     """
     spec_s = str(spec)
+    if spec_s not in SHIPPED and format == "auto" and is_generator_spec(spec_s):
+        if opts:
+            raise TraceError(f"option(s) {sorted(opts)} do not apply to a generator spec", spec_s,
+                             None, next(iter(opts)))
+        return load_generated(spec_s)
     path = shipped_path(spec_s) if spec_s in SHIPPED else Path(spec_s)
     if spec_s not in SHIPPED and not path.exists():
         raise TraceError(f"no such file, and not a shipped trace ({', '.join(sorted(SHIPPED))})",

@@ -119,3 +119,22 @@ def test_bad_generator_config_names_the_field(bad: dict, field: str) -> None:
     with pytest.raises(T.TraceError) as exc:
         T.spec_from_dict(bad)
     assert exc.value.field == field
+
+
+def test_generator_specs_are_workload_names(tmp_path) -> None:
+    inline = T.load_workload("gen:rate=5,requests=300,process=gamma,cv=2,prompt_mean=256,seed=3")
+    spec = T.spec_from_dict({"arrival": {"rate": 5.0, "process": "gamma", "cv": 2.0},
+                             "num_requests": 300, "seed": 3,
+                             "classes": [{"prompt": {"dist": "lognormal", "mean": 256.0, "cv": 1.0}}]})
+    pd.testing.assert_frame_equal(inline, T.generate_workload(spec), check_like=False,
+                                  check_exact=True)
+    cfg = tmp_path / "mix.toml"
+    cfg.write_text('num_requests = 50\nseed = 1\n[[classes]]\nname = "chat"\n'
+                   'system_prompt_tokens = 64\n')
+    df = T.load_workload(str(cfg))
+    assert len(df) == 50 and df.attrs["source"] == str(cfg) and df.attrs["prefix_block_size"] == 16
+    with pytest.raises(T.TraceError) as exc:
+        T.load_workload("gen:rate=fast")
+    assert exc.value.field == "rate"
+    with pytest.raises(T.TraceError, match="unknown key"):
+        T.load_workload("gen:speed=3")
