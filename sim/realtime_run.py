@@ -91,6 +91,9 @@ def run_real(config: RunConfig | None = None, workload: pd.DataFrame | None = No
     max_model_len = min(cfg.max_model_len or model_len, model_len)
     policy_options = _policy_options(cfg, num_blocks, max_model_len)
     prep = prepare(_workload(cfg, workload), cfg, max_model_len)
+    if prep.kv_load_failures:
+        raise ValueError("RunConfig.kv_load_failures / kv_load_failure_fraction: KV-load faults are "
+                         "injected in simulation only; the real backend has no remote KV to fail")
     _start_at_zero(prep)
     prep.requests = real_requests(prep.requests, prep.targets, cfg.block_size,
                                   executor.model.cfg.vocab_size, cfg.seed)
