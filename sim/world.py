@@ -125,7 +125,7 @@ class SimWorld:
                     h.world[0] = env.event()
                     yield h.world[0]
                 self.cpu_now = env.now
-                value = h.result
+                value = self.executor.collect(h)
             elif kind is PollInputs:
                 value = self.inputs.take(self.cpu_now, wait.aborts_only)
             elif kind is Sample:
