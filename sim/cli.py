@@ -205,6 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     # `--engine` picks the sweep's executor here (process pool or Ray); the loop mode moves aside.
     p.set_defaults(func=cmd_sweep, _dests=add_run_arguments(p, "runs/sweep", {"engine": "--loop-engine"}))
     add_sweep_arguments(p)
+    from .cli_validate import add_validate_parser
+
+    add_validate_parser(sub, add_run_arguments, _add_backend_flags)
     _add_lazy(sub, {"trace": "inspect, convert and generate workloads"}, "cli_trace", "add_trace_parser")
     _add_lazy(sub, {"latency": "predicted step time of one step shape",
                     "calibrate": "fit a latency model to measured profiles"},
