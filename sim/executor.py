@@ -69,6 +69,16 @@ class SimExecutor:
         """The launched step's result."""
         return handle.result
 
+    def _reset_positions(self, plan: StepPlan) -> None:
+        """Forget worker state of finished requests and of those whose KV is rebuilt."""
+        for rid in plan.finished_req_ids:
+            self.oracle.forget(rid)
+        nxt = self._next
+        for ids in (plan.finished_req_ids, plan.preempted_req_ids, plan.paused_req_ids,
+                    plan.new_req_ids, plan.resumed_req_ids):
+            for rid in ids:
+                nxt.pop(rid, None)
+
     def _play(self, plan: StepPlan, requests: Mapping[str, Request], result: StepResult,
               shape: StepShape, h: SimStep) -> None:
         """Classify each scheduled request and sample its tokens (the simulator's hot loop)."""
@@ -76,13 +86,8 @@ class SimExecutor:
         sampled, drafts = result.sampled_token_ids, result.draft_token_ids
         prefills, decodes = shape.prefills, shape.decodes
         check_kv = bool(oracle._kv_fail)
+        self._reset_positions(plan)
         nxt, token, info, span = self._next, oracle.token, oracle._info, oracle._span
-        for rid in plan.finished_req_ids:
-            oracle.forget(rid)
-        for ids in (plan.finished_req_ids, plan.preempted_req_ids, plan.paused_req_ids,
-                    plan.new_req_ids, plan.resumed_req_ids):
-            for rid in ids:
-                nxt.pop(rid, None)
         pre_tok = dec_tok = spec_tok = 0
         for rid, n in plan.num_scheduled_tokens.items():
             req = requests[rid]
