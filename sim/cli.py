@@ -142,6 +142,7 @@ def _missing(name: str, module: str, exc: BaseException) -> Callable[[argparse.N
     """A command whose module is not importable: say so clearly instead of crashing the CLI."""
 
     def handler(args: argparse.Namespace) -> int:
+        """Explain, on stderr, why the command cannot run."""
         print(f"schedsim {name}: not available in this installation "
               f"(module schedsim.{module} could not be imported: {exc})", file=sys.stderr)
         return 2
@@ -172,6 +173,7 @@ def _add_conformance(sub: Any) -> None:
     p.add_argument("rest", nargs=argparse.REMAINDER)
 
     def handler(args: argparse.Namespace) -> int:
+        """Import the conformance runner only when asked for (it is another room's module)."""
         try:
             mod = importlib.import_module(".conformance", __package__)
         except Exception as exc:  # noqa: BLE001

@@ -48,6 +48,7 @@ def _converter(tp: Any, optional: bool) -> Any:
         base = parse_scalar
 
     def convert(text: str) -> Any:
+        """One CLI token to the field's type."""
         if optional and text.lower() in ("none", "null"):
             return None
         return base(text)
