@@ -74,6 +74,8 @@ class OrcaPolicy(BasePolicy):
         for req in list(self.running):
             if req.status != RequestStatus.RUNNING:  # preempted earlier in this pass
                 continue
+            if req.num_tokens <= req.num_computed_tokens:
+                continue  # its last token is still in flight (driven with a batch queue)
             # Reserved to completion: never fails. Without reservation: preempt the newest.
             ok, returned = self._allocate_or_preempt(plan, req, 1)
             budget += returned

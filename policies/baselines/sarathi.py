@@ -57,6 +57,8 @@ class SarathiPolicy(BasePolicy):
             if req.status != RequestStatus.RUNNING:  # preempted earlier in this pass
                 continue
             num_new = min(req.num_tokens - req.num_computed_tokens, budget)
+            if num_new <= 0:
+                continue  # its last token is still in flight (driven with a batch queue)
             ok, returned = self._allocate_or_preempt(plan, req, num_new)
             budget += returned
             if not ok:

@@ -47,6 +47,8 @@ class StaticPolicy(BasePolicy):
         """Decode the current batch; form a new one only once it has drained."""
         if self.running:
             for req in self.running:
+                if req.num_tokens <= req.num_computed_tokens:
+                    continue  # its last token is still in flight (driven with a batch queue)
                 if not self._allocate(req, 1):
                     raise AssertionError(f"static: request {req.request_id} outgrew its reservation")
                 self._add_to_plan(plan, req, 1)

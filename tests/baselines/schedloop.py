@@ -50,11 +50,13 @@ def _launch(policy, plan: StepPlan, prompt: dict[str, int], eos_at: dict[str, in
 
 def run(policy, requests: list[Request], eos_at: dict[str, int] | None = None,
         arrivals: dict[int, list[Request]] | None = None, max_iters: int = 2000,
-        check: bool = True, observe=None, aborts: dict[int, list[str]] | None = None) -> Trace:
+        check: bool = True, observe=None, aborts: dict[int, list[str]] | None = None,
+        depth: int | None = None) -> Trace:
     """Drive the policy to completion; `arrivals[i]` are added before loop iteration i.
 
     `observe(policy, plan)` is called right after each schedule (to read policy state then);
-    `aborts[i]` are aborted before loop iteration i (while steps may be in flight).
+    `aborts[i]` are aborted before loop iteration i (while steps may be in flight); `depth`
+    overrides the batch-queue depth (default: the policy's max_concurrent_batches).
     """
     aborts = aborts or {}
     eos_at = eos_at or {}
@@ -64,7 +66,7 @@ def run(policy, requests: list[Request], eos_at: dict[str, int] | None = None,
         prompt.update({r.request_id: r.prompt_len for r in reqs})
     for r in requests:
         policy.add_request(r)
-    depth = policy.max_concurrent_batches
+    depth = depth or policy.max_concurrent_batches
     queue: deque[tuple[StepPlan, StepResult]] = deque()
     trace = Trace()
     for it in range(max_iters):
@@ -106,7 +108,7 @@ def _collect(trace: Trace, outputs: list[RequestOutput]) -> None:
 
 
 def check_run(make, spec: list[tuple[int, int, int | None, int]], arrivals_at: list[int],
-              cap=lambda prompt_len, max_tokens: max_tokens) -> Trace:
+              cap=lambda prompt_len, max_tokens: max_tokens, depth: int | None = None) -> Trace:
     """Run a workload twice; assert exact tokens, finishes, and identical plans (determinism).
 
     spec: (prompt_len, max_tokens, eos_index or None, priority) per request; `cap` is the output
@@ -120,7 +122,7 @@ def check_run(make, spec: list[tuple[int, int, int | None, int]], arrivals_at: l
         for req, at in zip(reqs, arrivals_at, strict=True):
             arrivals.setdefault(at, []).append(req)
         first = arrivals.pop(0, [])
-        traces.append(run(make(), first, eos_at=eos, arrivals=arrivals, max_iters=5000))
+        traces.append(run(make(), first, eos_at=eos, arrivals=arrivals, max_iters=5000, depth=depth))
     a, b = traces
     assert [(p.num_scheduled_tokens, p.context_lens, p.new_req_ids, p.preempted_req_ids)
             for p in a.plans] == [(p.num_scheduled_tokens, p.context_lens, p.new_req_ids,
