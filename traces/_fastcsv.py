@@ -27,6 +27,7 @@ def iter_csv_chunks_fast(path: Path, header: list[str], header_line: int, chunk_
     """Yield (columns as object arrays, line numbers) like `_io.iter_csv_chunks`."""
     try:
         import pyarrow as pa
+        import pyarrow.compute as pc
         import pyarrow.csv as pacsv
     except ImportError as exc:  # pragma: no cover - pyarrow is a core dependency
         raise FastPathUnavailable from exc
@@ -44,6 +45,9 @@ def iter_csv_chunks_fast(path: Path, header: list[str], header_line: int, chunk_
             raise FastPathUnavailable
         line = header_line + 1
         for batch in reader:
+            for column in batch.columns:  # a quoted line break would shift every later line
+                if pc.any(pc.match_substring_regex(column, "[\r\n]")).as_py():
+                    raise FastPathUnavailable
             for start in range(0, batch.num_rows, chunk_rows):
                 part = batch.slice(start, chunk_rows)
                 cols = [part.column(i).to_numpy(zero_copy_only=False) for i in range(len(header))]

@@ -123,13 +123,13 @@ def iter_csv_chunks(path: Path, policy: RowPolicy,
 
 
 def _row_lines(rows: list[list[str]], before: int, after: int) -> list[int]:
-    """Physical line of each record: arithmetic when none spans several lines."""
+    """Line on which each record starts: arithmetic when none spans several lines."""
     if after - before == len(rows):
         return list(range(before + 1, after + 1))
     lines, line = [], before
     for row in rows:
+        lines.append(line + 1)
         line += 1 + sum(f.count("\n") + f.count("\r") - f.count("\r\n") for f in row)
-        lines.append(line)
     return lines
 
 
