@@ -33,6 +33,12 @@ NEMO_LLAMA2_7B = {(1, 1): (234.0, 153.8), (1, 2): (249.6, 160.8), (1, 4): (272.6
                   (8, 8): (181.9, 129.1)}
 
 
+# github.com/NVIDIA/TensorRT-LLM docs/source/performance.md @138f96d, "Low Latency" (TensorRT-LLM
+# v0.5), A100 GPUs (FP16), batch 1: 1st-token latency in ms by (model, tp, input length).
+TRTLLM_A100_FIRST_TOKEN = {("llama-2-7b", 1, 128): 16, ("llama-2-7b", 1, 2048): 133,
+                           ("llama-2-70b", 4, 128): 47, ("llama-2-70b", 4, 2048): 377}
+
+
 def markdown(df: pd.DataFrame) -> str:
     """A pipe table (no tabulate dependency)."""
     cols = list(df.columns)
@@ -69,6 +75,19 @@ def published_check() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def first_token_check() -> pd.DataFrame:
+    """One prefill step of the whole prompt on A100, GPU time plus the CPU model's phases."""
+    rows, cpu = [], CpuCostModel()
+    for (model, tp, length), pub in TRTLLM_A100_FIRST_TOKEN.items():
+        lm = make_latency_model(model, "a100-80gb", tp)
+        gpu_ms = lm.step_time(StepShape(prefills=[(length, 0)])) * 1e3
+        total = gpu_ms + cpu.step_total(1, length) * 1e3
+        rows.append({"model": model, "tp": tp, "input": length, "kind": lm.name,
+                     "published_ms": float(pub), "predicted_ms": total,
+                     "signed_err": total / pub - 1})
+    return pd.DataFrame(rows)
+
+
 def fitted_step_check(seed: int = 0) -> pd.DataFrame:
     rng = random.Random(seed)
     rows = []
@@ -98,6 +117,8 @@ def main() -> None:
     print(markdown(summarize_errors(loo)))
     print("\n## Fitted whole-step model: 5-fold held-out error against the table model\n")
     print(markdown(fitted_step_check()))
+    print("\n## First-token latency vs TensorRT-LLM's published A100 FP16 figures\n")
+    print(markdown(first_token_check()))
     pub = published_check()
     print("\n## Whole request (128 in / 20 out) vs NVIDIA's published Llama-2-7B latencies\n")
     print(markdown(pub))
