@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from .base import LatencyModel
-from .roofline import RooflineModel
+from .roofline import RooflineConfig, RooflineModel
 from .specs import GpuSpec, ModelSpec, get_gpu_spec, get_model_spec
 
 KINDS = ("auto", "roofline", "table", "fitted")
@@ -57,7 +57,7 @@ def make_latency_model(model: str | ModelSpec, gpu: str | GpuSpec, tp: int = 1, 
     return TableModel(profile, roofline)
 
 
-def _roofline_config(gpu: GpuSpec, cal: dict[str, Any] | None):
+def _roofline_config(gpu: GpuSpec, cal: dict[str, Any] | None) -> RooflineConfig:
     """Fitted efficiencies: from the calibration file if it has this GPU, else the shipped fit."""
     from .calibration import fitted_roofline_config
     return fitted_roofline_config(gpu, cal)

@@ -9,6 +9,7 @@ with the other GPUs, which have no attention measurements).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, replace
 
 import numpy as np
@@ -31,7 +32,7 @@ def _bounds(name: str) -> tuple[float, float]:
     return (0.02, 1.0) if name.startswith("op:") else _BOUNDS[name]
 
 
-def _golden(f, lo: float, hi: float, iters: int = 32) -> float:
+def _golden(f: Callable[[float], float], lo: float, hi: float, iters: int = 32) -> float:
     """Minimise a unimodal-ish scalar function on [lo, hi]."""
     g = (5 ** 0.5 - 1) / 2
     a, b = lo, hi
@@ -49,7 +50,8 @@ def _golden(f, lo: float, hi: float, iters: int = 32) -> float:
     return (a + b) / 2
 
 
-def coordinate_fit(loss, start: dict[str, float], names: list[str], sweeps: int = 5) -> dict:
+def coordinate_fit(loss: Callable[[dict[str, float]], float], start: dict[str, float],
+                   names: list[str], sweeps: int = 5) -> dict[str, float]:
     """Coordinate descent with golden-section line searches inside _BOUNDS (numpy only)."""
     params = dict(start)
     for _ in range(sweeps):
