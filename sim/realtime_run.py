@@ -120,11 +120,12 @@ def run_real(config: RunConfig | None = None, workload: pd.DataFrame | None = No
     return result
 
 
-def add_backend_arguments(parser: Any) -> None:
+def add_backend_arguments(parser: Any, with_switch: bool = True) -> None:
     """`--backend real` and the real backend's options, for `schedsim run` / `compare` / `validate`."""
     g = parser.add_argument_group("real backend")
-    g.add_argument("--backend", choices=("sim", "real"), default="sim",
-                   help="sim: simulated time (default); real: run the policy on the real model")
+    if with_switch:
+        g.add_argument("--backend", choices=("sim", "real"), default="sim",
+                       help="sim: simulated time (default); real: run the policy on the real model")
     g.add_argument("--real-model", default="tiny",
                    help="backend model: a preset (tiny, mini, small, llama-1b), a config.json or a "
                         "checkpoint folder with safetensors")
