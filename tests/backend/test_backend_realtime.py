@@ -95,19 +95,3 @@ def test_backend_flags_become_executor_options():
     assert (cfg.model, cfg.ops, cfg.device, cfg.cpu_worker_thread) == ("mini", "torch", "auto", False)
     assert parser.parse_args([]).backend == "sim"
 
-
-def test_validate_command_writes_its_folder(tmp_path, monkeypatch):
-    """`schedsim validate` as the CLI will register it (the lead wires it with _add_lazy)."""
-    import argparse
-
-    from schedsim.cli_realtime import add_validate_parser
-
-    trace = tmp_path / "w.csv"
-    workload(4).to_csv(trace, index=False)
-    parser = argparse.ArgumentParser()
-    add_validate_parser(parser.add_subparsers())
-    out = tmp_path / "val"
-    args = parser.parse_args(["validate", "--trace", str(trace), "--policy", "vllm", "--block-size", "4",
-                              "--num-gpu-blocks", "1024", "--max-model-len", "128", "--out", str(out)])
-    assert args.func(args) == 0
-    assert {p.name for p in out.iterdir()} == {"steps.csv", "requests.csv", "summary.json", "validate.png"}
