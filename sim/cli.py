@@ -127,15 +127,16 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return run_sweep_cli(args, resolve_run_config)
 
 
-def _add_backend_flags(parser: argparse.ArgumentParser) -> None:
+def _add_backend_flags(parser: argparse.ArgumentParser, with_switch: bool = True) -> None:
     """`--backend sim|real` and the real backend's options (flags owned by sim/realtime_run.py)."""
     try:
         from .realtime_run import add_backend_arguments
     except Exception as exc:  # noqa: BLE001 - the simulator must work without the backend
-        parser.add_argument("--backend", choices=("sim",), default="sim",
-                            help=f"sim only: the real backend is unavailable ({exc})")
+        if with_switch:
+            parser.add_argument("--backend", choices=("sim",), default="sim",
+                                help=f"sim only: the real backend is unavailable ({exc})")
         return
-    add_backend_arguments(parser)
+    add_backend_arguments(parser, with_switch=with_switch)
 
 
 def _missing(name: str, module: str, exc: BaseException) -> Callable[[argparse.Namespace], int]:

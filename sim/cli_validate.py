@@ -11,7 +11,20 @@ def add_validate_parser(sub: Any, add_run_arguments: Any, backend_flags: Any) ->
     """The `validate` subcommand: the run flags, the real backend's flags and the report's folder."""
     p = sub.add_parser("validate", help="real backend vs the simulator fitted to it, step by step")
     p.set_defaults(func=cmd_validate, _dests=add_run_arguments(p, "runs/validate"))
-    backend_flags(p)
+    backend_flags(p, with_switch=False)
+    p.add_argument("--grid", choices=("quick", "full"), default="quick",
+                   help="calibration grid of step shapes (quick: seconds on a CPU; full: the backend's "
+                        "default CalibrationGrid)")
+
+
+def grid_for(name: str) -> Any:
+    """The calibration grid by name."""
+    from .backend.calibrate import CalibrationGrid
+
+    if name == "full":
+        return CalibrationGrid()
+    return CalibrationGrid(prefill_tokens=(0, 16, 64), prefill_context=(0, 64), num_decodes=(0, 1, 4),
+                           decode_context=(16, 128), repeats=2)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -23,7 +36,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
     config = resolve_run_config(args, args._dests)
     check_config(config)
-    report = validate(config, backend=backend_options(args))
+    report = validate(config, backend=backend_options(args), grid=grid_for(args.grid))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     report.steps.to_parquet(out / "steps_compared.parquet", index=False)

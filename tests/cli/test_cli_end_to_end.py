@@ -125,24 +125,18 @@ def test_run_on_the_real_backend_writes_the_same_directory(tmp_path: Path) -> No
     assert requests["num_output_tokens"].tolist() == [3 + i % 3 for i in range(6)]
 
 
-def test_validate_writes_the_report(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_validate_writes_the_report(tmp_path: Path) -> None:
     pytest.importorskip("torch")
-    from schedsim import realtime_validate
-    from schedsim.backend.calibrate import CalibrationGrid
     from schedsim.traces import write_workload
 
-    real_validate = realtime_validate.validate
-    grid = CalibrationGrid(prefill_tokens=(0, 8, 32), prefill_context=(0,), num_decodes=(0, 1, 4),
-                           decode_context=(16,), repeats=1)
-    monkeypatch.setattr(realtime_validate, "validate",  # the real validation, on a small grid
-                        lambda cfg, backend: real_validate(cfg, None, backend, grid))
     trace = write_workload(pd.DataFrame({
         "request_id": ["a", "b", "c"], "arrival_time": [0.0, 0.01, 0.02], "prompt_tokens": [9, 20, 14],
         "output_tokens": [3, 4, 2]}), tmp_path / "t.csv")
     out = tmp_path / "val"
-    assert main(["validate", "--real-model", "tiny", "--trace", str(trace), "--policy", "vllm",
-                 "--num-gpu-blocks", "256", "--max-model-len", "128", "--max-num-batched-tokens", "64",
-                 "--max-num-seqs", "4", "--out", str(out), "--no-progress"]) == 0
+    assert main(["validate", "--grid", "quick", "--real-model", "tiny", "--trace", str(trace),
+                 "--policy", "vllm", "--num-gpu-blocks", "256", "--max-model-len", "128",
+                 "--max-num-batched-tokens", "64", "--max-num-seqs", "4", "--out", str(out),
+                 "--no-progress"]) == 0
     report = json.loads((out / "validation.json").read_text())
     assert report["summary"]["num_requests"] == 3 and report["summary"]["same_output_lengths"]
     assert len(pd.read_parquet(out / "steps_compared.parquet")) == report["summary"]["num_steps"]
