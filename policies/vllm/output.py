@@ -47,10 +47,11 @@ class OutputMixin:
             if request is None:
                 continue  # finished (aborted) while the step was in flight
             request.num_in_flight_tokens -= n
-            stale = request.num_stale_output_tokens > 0
+            stale_n = request.num_stale_output_tokens
+            stale = stale_n > 0
             if stale:
-                request.num_stale_output_tokens -= n
-                assert request.num_stale_output_tokens >= 0
+                request.num_stale_output_tokens = stale_n - n
+                assert stale_n >= n
             if failed and rid in failed:
                 self._recompute_after_failed_load(request, stale)
                 continue
@@ -62,20 +63,22 @@ class OutputMixin:
                 if spec:
                     self._roll_back_rejected(request, len(spec) - max(len(generated) - 1, 0))
             status_before = request.status
-            had_placeholders = request.num_output_placeholders > 0
-            if len(generated) == 1 and not stale:
+            placeholders = request.num_output_placeholders
+            had_placeholders = placeholders > 0
+            if not stale and len(generated) == 1:
                 # Common case: one token, no trimming possible.
                 tok = generated[0]
                 outs = request.output_token_ids
                 outs.append(tok)
+                num_out = len(outs)
                 stopped = ((tok == request.eos_token_id and not request.ignore_eos)
-                           or len(outs) >= request.max_tokens
-                           or request.prompt_len + len(outs) >= max_model_len
+                           or num_out >= request.max_tokens
+                           or request.prompt_len + num_out >= max_model_len
                            or (request.stop_token_ids and tok in request.stop_token_ids))
                 if stopped:
                     check_stop(request, max_model_len)
                 if had_placeholders:
-                    request.num_output_placeholders -= 1
+                    request.num_output_placeholders = placeholders - 1
                 new_ids = [tok]
             else:
                 new_ids, stopped = self._append_outputs(request, list(generated), stale)
