@@ -40,6 +40,10 @@ class RunConfig:
     tp: int = _f(1, "tensor-parallel degree")
     latency_model: str = _f("auto", "GPU step-time model kind: auto, roofline, table or fitted")
     cpu_cost_scale: float = _f(1.0, "multiplier on every modelled CPU phase time (0 disables CPU cost)")
+    latency_calibration: str | None = _f(None, "calibration file written by `schedsim calibrate` "
+                                               "(None: the shipped profiles and fitted roofline)")
+    cpu_cost_file: str | None = _f(None, "CPU-cost calibration file from `schedsim calibrate --cpu` "
+                                         "(None: the documented defaults)")
     # ---- scheduler and KV cache (None: the policy's own default) ----
     block_size: int = _f(16, "KV cache block size in tokens")
     num_gpu_blocks: int | None = _f(None, "KV pool size in blocks, null block included "

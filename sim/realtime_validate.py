@@ -85,7 +85,7 @@ def simulate_prepared(cfg: RunConfig, prep: PreparedWorkload, latency_model: Any
     engine = Engine(policy, batch_queue_depth=depth)
     arrivals = [r for r in requests if r.request_id not in prep.rejected]
     world = SimWorld(engine, SimExecutor(oracle, latency_model, propose_drafts=depth == 1),
-                     make_cpu_model(cfg.cpu_cost_scale), InputStream(arrivals, prep.aborts),
+                     make_cpu_model(cfg), InputStream(arrivals, prep.aborts),
                      until=cfg.max_sim_time)
     metrics = MetricsRecorder(policy, requests, world.clock, record_itl=cfg.record_itl)
     engine.observer = world.metrics = metrics

@@ -15,26 +15,22 @@ POLICY_FIELDS = ("block_size", "num_gpu_blocks", "max_num_seqs", "max_num_batche
                  "scheduling_policy", "num_spec_tokens")
 
 
-def make_latency(model: str, gpu: str, tp: int, kind: str) -> Any:
-    """The GPU step-time model from schedsim.latency."""
-    from . import latency
+def make_latency(cfg: RunConfig) -> Any:
+    """The GPU step-time model from schedsim.latency, calibrated when the config names a file."""
+    from .latency import make_latency_model
 
-    factory = getattr(latency, "make_latency_model", None)
-    if factory is not None:
-        return factory(model, gpu, tp, kind)
-    if kind not in ("auto", "roofline"):  # temporary until make_latency_model lands
-        raise ValueError(f"RunConfig.latency_model {kind!r} is not available yet; use roofline")
-    from .latency.roofline import RooflineModel
-    from .latency.specs import get_gpu_spec, get_model_spec
-
-    return RooflineModel(get_model_spec(model), get_gpu_spec(gpu), tp)
+    return make_latency_model(cfg.model, cfg.gpu, cfg.tp, cfg.latency_model,
+                              calibration=cfg.latency_calibration)
 
 
-def make_cpu_model(scale: float) -> Any:
-    """The CPU phase-cost model from schedsim.latency, scaled."""
-    from .latency.cpu_cost import CpuCostModel
+def make_cpu_model(cfg: RunConfig) -> Any:
+    """The CPU phase-cost model (defaults, or a `schedsim calibrate --cpu` file), scaled."""
+    from .latency.cpu_cost import CpuCostModel, load_cpu_cost
 
-    return CpuCostModel(scale=scale)
+    if cfg.cpu_cost_file is None:
+        return CpuCostModel(scale=cfg.cpu_cost_scale)
+    base = load_cpu_cost(cfg.cpu_cost_file)
+    return CpuCostModel(base.config, scale=base.scale * cfg.cpu_cost_scale)
 
 
 @dataclass
@@ -97,5 +93,4 @@ def resolve_run(cfg: RunConfig) -> ResolvedRun:
         blocks = kv_pool_blocks(cfg.model, cfg.gpu, cfg.tp, cfg.block_size, cfg.gpu_memory_utilization)
     opts = _policy_options(cfg, blocks, max_model_len)
     return ResolvedRun(cfg, opts, blocks, max_model_len,
-                       make_latency(cfg.model, cfg.gpu, cfg.tp, cfg.latency_model),
-                       make_cpu_model(cfg.cpu_cost_scale))
+                       make_latency(cfg), make_cpu_model(cfg))
