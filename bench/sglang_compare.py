@@ -23,7 +23,7 @@ COLS = ["median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "output_throughput", 
 def one(policy: str, args: argparse.Namespace, blocks: int | None) -> dict:
     """One simulated run; the summary row plus the simulator's wall time."""
     cfg = RunConfig(policy=policy, max_requests=args.max_requests, rate=args.rate,
-                    num_gpu_blocks=blocks, max_tokens_cap=args.max_tokens_cap,
+                    num_gpu_blocks=blocks, max_tokens_source="cap", max_tokens_cap=args.max_tokens_cap,
                     max_model_len=args.max_model_len)
     t0 = time.perf_counter()
     res = simulate(cfg)

@@ -58,7 +58,7 @@ print(f"{N_REQUESTS} requests at {RATE}/s; registered policies: {sorted(register
 # A client max_tokens of 512 (the code trace's outputs are short; EOS stops them at the trace's
 # length): guaranteed-no-evict reserves every request's blocks up to max_tokens at admission.
 base = RunConfig(trace="azure-code-2023", max_requests=N_REQUESTS, rate=RATE, seed=0,
-                 max_num_batched_tokens=BUDGET, max_model_len=BUDGET * 4, max_tokens_cap=512)
+                 max_num_batched_tokens=BUDGET, max_model_len=BUDGET * 4, max_tokens_source="cap", max_tokens_cap=512)
 candidates = [
     ("vllm-fcfs-no-chunk", "vllm", {"enable_chunked_prefill": False, "max_num_batched_tokens": BUDGET * 4}),
     ("vllm-chunked", "vllm", {"enable_chunked_prefill": True}),

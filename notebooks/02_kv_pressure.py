@@ -54,7 +54,7 @@ print(f"policies: {policies}; rates: {RATES}; KV pool: {KV_BLOCKS} blocks; {N_RE
 # a cap each would ask for everything up to max_model_len, and guaranteed-no-evict, which reserves
 # a request's blocks to max_tokens at admission, would run them nearly one at a time.
 base = RunConfig(trace="azure-conv-2023", max_requests=N_REQUESTS, seed=0, num_gpu_blocks=KV_BLOCKS,
-                 max_model_len=KV_BLOCKS * 16 // 2, max_tokens_cap=1024)
+                 max_model_len=KV_BLOCKS * 16 // 2, max_tokens_source="cap", max_tokens_cap=1024)
 runs = expand_grid(base, {"policy": policies, "rate": RATES})
 table = run_sweep(runs, out, workers=1 if SMOKE else 2, progress=False)
 table["recomputed_per_request"] = table["recomputed_tokens"] / table["num_requests"]

@@ -55,8 +55,11 @@ class RunConfig:
     enable_prefix_caching: bool | None = _f(None, "prefix caching on/off (None: policy default)")
     enable_chunked_prefill: bool | None = _f(None, "chunked prefill on/off (None: policy default)")
     scheduling_policy: str | None = _f(None, "fcfs or priority (None: policy default)")
-    max_tokens_cap: int | None = _f(None, "max_tokens given to requests whose trace row has none "
-                                          "(None: max_model_len - prompt; EOS stops them earlier)")
+    max_tokens_source: str = _f("output", "max_tokens of requests whose trace row has none: 'output' "
+                                          "(the row's output length, as `vllm bench serve` sends it) "
+                                          "or 'cap' (max_tokens_cap; EOS stops them at their length)")
+    max_tokens_cap: int | None = _f(None, "max_tokens when max_tokens_source='cap' "
+                                          "(None: max_model_len - prompt)")
     # ---- speculative decoding (oracle) ----
     num_spec_tokens: int = _f(0, "draft tokens proposed per decode step (0: no speculative decoding)")
     spec_acceptance_rate: float = _f(0.7, "probability that each draft token is accepted (seeded draws)")
@@ -79,6 +82,9 @@ class RunConfig:
         self._check_ranges()
         if self.engine not in ENGINE_MODES:
             raise ValueError(f"RunConfig.engine must be one of {ENGINE_MODES}, got {self.engine!r}")
+        if self.max_tokens_source not in ("output", "cap"):
+            raise ValueError(f"RunConfig.max_tokens_source must be 'output' or 'cap', "
+                             f"got {self.max_tokens_source!r}")
         if self.scheduling_policy not in (None, "fcfs", "priority"):
             raise ValueError(f"RunConfig.scheduling_policy must be fcfs or priority, "
                              f"got {self.scheduling_policy!r}")

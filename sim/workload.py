@@ -74,7 +74,12 @@ def prepare(df: pd.DataFrame, cfg: RunConfig, max_model_len: int) -> PreparedWor
     for i, rid in enumerate(ids):
         room = max_model_len - prompts[i]
         cap = cols["max_tokens"][i]
-        max_tokens = int(cap) if cap is not None else min(cfg.max_tokens_cap or room, max(room, 1))
+        if cap is not None:
+            max_tokens = int(cap)
+        elif cfg.max_tokens_source == "output":
+            max_tokens = min(outputs[i], max(room, 1))
+        else:
+            max_tokens = min(cfg.max_tokens_cap or room, max(room, 1))
         if room < 1:
             out.rejected.add(rid)  # vLLM refuses prompts that leave no room to generate
         req = Request(rid, arrivals[i], prompts[i], max(1, max_tokens),
