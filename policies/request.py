@@ -100,6 +100,11 @@ class Request:
         return self.prompt_len + len(self.output_token_ids) + len(self.spec_token_ids)
 
     @property
+    def safe_frontier(self) -> int:
+        """KV length that depends on no in-flight result: where a stopped request may resume."""
+        return self.num_computed_tokens - self.num_output_placeholders
+
+    @property
     def is_finished(self) -> bool:
         """True once the request reached a terminal status."""
         return self.status > RequestStatus.PREEMPTED

@@ -117,6 +117,7 @@ class LifecycleMixin:
             assert request.num_output_placeholders >= 0, f"{request.request_id}: placeholders < 0"
             assert request.num_in_flight_tokens >= 0, f"{request.request_id}: in-flight < 0"
             assert request.num_stale_output_tokens >= 0, f"{request.request_id}: stale < 0"
+            assert request.safe_frontier >= 0, f"{request.request_id}: safe frontier < 0"
             if request.status == RequestStatus.RUNNING:
                 assert id(request) in running, f"{request.request_id}: RUNNING but not in running"
             else:
