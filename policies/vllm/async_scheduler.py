@@ -42,8 +42,9 @@ class VllmAsyncScheduler(VllmScheduler):
             request.is_prefill_chunk = chunk
             if chunk:
                 continue
-            has_so |= request.structured_output
-            pending |= request.structured_output and owed > 0
+            if request.structured_output:
+                has_so = True
+                pending = pending or owed > 0
             drafts = spec.get(rid) if spec else None
             request.num_output_placeholders = owed + 1 + (len(drafts) if drafts else 0)
             # Draft placeholders: the real drafts stay with the executor.
