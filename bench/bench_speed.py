@@ -1,6 +1,6 @@
 """Simulator speed: wall and CPU seconds, steps per second and peak memory, one child process per run.
 
-Usage: python bench/bench_speed.py [--max-requests N] [--generated N] [--policy NAME]
+Usage: python bench/bench_speed.py [--max-requests N] [--generated N] [--no-default] [--policy NAME]
 
 Runs the default replay (the whole Azure conversation trace, vllm-async, Llama-3.1-8B / H100)
 and, with --generated N, a generated N-request workload (`gen:` spec of schedsim.traces), each in
@@ -34,7 +34,7 @@ def run_one(trace: str, policy: str, max_requests: int | None, fast_forward: boo
     res = simulate(cfg)
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     s = res.summary
-    return {"trace": trace[:40], "fast_forward": fast_forward, "requests": int(s["num_requests"]),
+    return {"trace": trace[:48], "fast_forward": fast_forward, "requests": int(s["num_requests"]),
             "finished": int(s["num_finished"]), "steps": int(s["num_steps"]),
             "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
             "steps_per_cpu_s": round(s["num_steps"] / cpu), "steps_per_wall_s": round(s["num_steps"] / wall),
@@ -64,6 +64,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-requests", type=int, default=None, help="default run: first N requests")
     ap.add_argument("--generated", type=int, default=0, help="also run a generated N-request workload")
+    ap.add_argument("--gen-rate", type=float, default=20.0, help="arrival rate of the generated workload")
+    ap.add_argument("--no-default", action="store_true", help="skip the default (Azure) run")
     ap.add_argument("--policy", default="vllm-async")
     ap.add_argument("--child", metavar="TRACE", help=argparse.SUPPRESS)
     ap.add_argument("--ff", default="none", help=argparse.SUPPRESS)
@@ -74,9 +76,9 @@ def main() -> None:
         return
     print(f"machine: {platform.machine()} x{len(os.sched_getaffinity(0))} cores, Python "
           f"{platform.python_version()}, load average {os.getloadavg()[0]:.1f} at start")
-    runs = [("azure-conv-2023", args.max_requests)]
+    runs = [] if args.no_default else [("azure-conv-2023", args.max_requests)]
     if args.generated:
-        runs.append((GEN_SPEC.format(rate=40, n=args.generated), None))
+        runs.append((GEN_SPEC.format(rate=args.gen_rate, n=args.generated), None))
     for trace, n in runs:
         for ff in _ff_modes():
             print(json.dumps(_child(trace, args.policy, n, ff)), flush=True)
