@@ -123,7 +123,10 @@ class CapacityScheduler:
                 continue
             if len(fitting) >= self.max_num_requests:
                 break
-            if req.is_generation_in_progress_state:
+            if req.is_generation_in_progress_state or self._is_started(req):
+                # A context past its first chunk already holds blocks and adapter pages: it
+                # continues like a generation, so a new context that jumped behind it (PEFT
+                # `continue`) can never wedge it behind the head-of-line `break`.
                 fitting.append(req)
                 reserved.enough_available_blocks(req)
                 reserved.commit_blocks()

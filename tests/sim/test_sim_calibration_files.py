@@ -7,7 +7,6 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-
 from schedsim import RunConfig, simulate
 
 
