@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import zlib
 from array import array
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -37,6 +38,7 @@ class RequestBuffers:
         self.cached = [0] * n
         self.itl_sum = [0.0] * n
         self.itl_n = [0] * n
+        self.out_hash: list[int | None] = [None] * n  # set at finish, when the tokens are dropped
 
 
 class MetricsRecorder:
@@ -140,12 +142,23 @@ class MetricsRecorder:
     # ---- helpers ----
     def _finish(self, i: int, rid: str, reason: str, now: float) -> None:
         """Record a request's finish once."""
-        if self.req.finish_reason[i] is None:
-            self.req.finish_reason[i] = reason
-            self.req.finish_time[i] = now
+        b = self.req
+        if b.finish_reason[i] is None:
+            b.finish_reason[i] = reason
+            b.finish_time[i] = now
             self.num_done += 1
+        req = self.requests[i]
+        if b.out_hash[i] is None and req.is_finished:
+            # hash now and drop the token list: memory stays flat over long traces
+            b.out_hash[i] = output_hash(req.output_token_ids)
+            req.output_token_ids = []
         self.hol.left(i)
         self.hol.preempted.pop(rid, None)
+
+    def output_hashes(self) -> list[int]:
+        """Every request's output hash (hashed now for those still unfinished)."""
+        return [output_hash(r.output_token_ids) if h is None else h
+                for r, h in zip(self.requests, self.req.out_hash, strict=True)]
 
     def _itl_rows(self, i: int, first: int, n: int, now: float) -> None:
         """Rows of the long per-token table."""
@@ -164,3 +177,8 @@ class MetricsRecorder:
                 b.first_sched[i] = now
                 b.cached[i] = plan.context_lens.get(rid, 0)
             self.hol.left(i)
+
+
+def output_hash(tokens: list[int]) -> int:
+    """CRC32 of a request's output token ids: equal hashes mean equal outputs across runs."""
+    return zlib.crc32(array("q", tokens).tobytes())

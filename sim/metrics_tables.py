@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import zlib
-from array import array
-
 import numpy as np
 import pandas as pd
 
-from .metrics import STEP_FIELDS, MetricsRecorder
+from .metrics import STEP_FIELDS, MetricsRecorder, output_hash  # noqa: F401 (re-exported)
 
 
 def requests_table(m: MetricsRecorder, targets: list[int], rejected: set[str]) -> pd.DataFrame:
@@ -46,13 +43,8 @@ def requests_table(m: MetricsRecorder, targets: list[int], rejected: set[str]) -
         "num_recomputed_tokens": np.array([r.num_recomputed_tokens for r in reqs], dtype=np.int64),
         "num_truncated_tokens": np.array([r.num_truncated_tokens for r in reqs], dtype=np.int64),
         "hol_blocking_time": m.hol.per_request(),
-        "output_hash": np.array([output_hash(r.output_token_ids) for r in reqs], dtype=np.int64),
+        "output_hash": np.array(m.output_hashes(), dtype=np.int64),
     })
-
-
-def output_hash(tokens: list[int]) -> int:
-    """CRC32 of a request's output token ids: equal hashes mean equal outputs across runs."""
-    return zlib.crc32(array("q", tokens).tobytes())
 
 
 def steps_table(m: MetricsRecorder) -> pd.DataFrame:
