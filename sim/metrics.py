@@ -57,6 +57,11 @@ class MetricsRecorder:
         self.itl_rows: tuple[array, array, array] = (array("i"), array("i"), array("d"))
         # compact typed columns: a whole-trace run has hundreds of thousands of steps
         self.steps: dict[str, array] = {k: array(STEP_TYPES.get(k, "q")) for k in STEP_FIELDS}
+        s = self.steps  # bound appends of the columns filled at schedule time (hot path)
+        self._at_schedule = tuple(s[k].append for k in (
+            "schedule_time", "start", "end", "gpu_time", "num_running", "num_waiting", "kv_usage",
+            "num_preempted", "num_paused"))
+        self._zero_at_schedule = tuple(s[k].append for k in ZERO_AT_SCHEDULE)
         self.timeline: tuple[list[str], list[str], array, array, array] = (
             [], [], array("d"), array("d"), array("i"))
         cfg = policy.config
@@ -91,20 +96,21 @@ class MetricsRecorder:
         now = self.clock()
         running, waiting = self.policy.get_request_counts()
         kv = self.policy.kv_usage()
-        s = self.steps
-        assert len(s["schedule_time"]) == step, "steps must be reported in launch order"
-        s["schedule_time"].append(now)
-        s["start"].append(NAN)
-        s["end"].append(NAN)
-        s["gpu_time"].append(0.0)
-        s["num_running"].append(running)
-        s["num_waiting"].append(waiting)
-        s["kv_usage"].append(kv)
-        s["num_preempted"].append(len(plan.preempted_req_ids))
-        s["num_paused"].append(len(plan.paused_req_ids))
-        for name in ZERO_AT_SCHEDULE:
-            s[name].append(0)
-        self._first_schedules(plan, now)
+        assert len(self.steps["schedule_time"]) == step, "steps must be reported in launch order"
+        sched, start, end, gpu, n_run, n_wait, kv_use, n_pre, n_pause = self._at_schedule
+        sched(now)
+        start(NAN)
+        end(NAN)
+        gpu(0.0)
+        n_run(running)
+        n_wait(waiting)
+        kv_use(kv)
+        n_pre(len(plan.preempted_req_ids))
+        n_pause(len(plan.paused_req_ids))
+        for zero in self._zero_at_schedule:
+            zero(0)
+        if plan.new_req_ids:
+            self._first_schedules(plan, now)
         self.hol.step(now, plan, running, kv)
 
     def on_update(self, step: int, plan: StepPlan, result: StepResult,
@@ -112,19 +118,21 @@ class MetricsRecorder:
         now = self.clock()
         b, index, finished = self.req, self.index, 0
         num_out, last, gaps = b.num_out, b.last_token, self.itl_gaps
+        first_token, itl_sum, itl_n = b.first_token, b.itl_sum, b.itl_n
+        record_itl = self.record_itl
         for out in outputs:
             i = index[out.request_id]
             n = len(out.new_token_ids)
             if n:
                 seen = num_out[i]
                 if seen == 0:
-                    b.first_token[i] = now
+                    first_token[i] = now
                 else:
                     gap = now - last[i]
                     gaps.append(gap)
-                    b.itl_sum[i] += gap
-                    b.itl_n[i] += 1
-                if self.record_itl:
+                    itl_sum[i] += gap
+                    itl_n[i] += 1
+                if record_itl:
                     self._itl_rows(i, seen, n, now)
                 last[i] = now
                 num_out[i] = seen + n

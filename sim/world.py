@@ -99,7 +99,7 @@ class SimWorld:
     def _drive(self) -> Any:
         """Feed the engine generator the answers to its waits."""
         env, gen, phase_time = self.env, self.engine.run(), self.cpu_model.phase_time
-        add = self.metrics.add_interval if self.metrics is not None else None
+        record = _interval_appenders(self.metrics)
         value: Any = None
         while True:
             try:
@@ -113,13 +113,19 @@ class SimWorld:
                 dt = phase_time(wait.kind, wait.num_reqs, wait.num_tokens)
                 if dt > 0:
                     start = self.cpu_now
-                    self.cpu_now = start + dt
-                    if add is not None:
-                        add("cpu", wait.kind, start, self.cpu_now, wait.step)
+                    self.cpu_now = end = start + dt
+                    if record is not None:  # metrics.add_interval, inlined (hot)
+                        res, knd, starts, ends, steps = record
+                        res("cpu")
+                        knd(wait.kind)
+                        starts(start)
+                        ends(end)
+                        steps(wait.step)
             elif kind is Launch:
                 value = self._launch(wait)
             elif kind is WaitStep:
-                yield from self._catch_up()
+                if self.cpu_now > env.now:  # _catch_up, inlined (hot)
+                    yield env.timeout(self.cpu_now - env.now)
                 h: SimStep = wait.handle
                 if h.end != h.end:  # NaN: still running
                     h.world[0] = env.event()
@@ -163,6 +169,7 @@ class SimWorld:
     def _gpu(self) -> Any:
         """The device: one step at a time, in launch order, each no earlier than its launch."""
         env, metrics, queue = self.env, self.metrics, self._gpu_queue
+        record = _interval_appenders(metrics)
         while True:
             if not queue:
                 self._gpu_wake = env.event()
@@ -171,8 +178,13 @@ class SimWorld:
             h.start = max(env.now, h.ready)
             if h.start + h.gpu_time > env.now:
                 yield env.timeout(h.start + h.gpu_time - env.now)
-            if metrics is not None and h.gpu_time > 0:
-                metrics.add_interval("gpu", "forward", h.start, h.start + h.gpu_time, h.step)
+            if record is not None and h.gpu_time > 0:  # metrics.add_interval, inlined (hot)
+                res, knd, starts, ends, steps = record
+                res("gpu")
+                knd("forward")
+                starts(h.start)
+                ends(h.start + h.gpu_time)
+                steps(h.step)
             sample = h.world[1]
             if sample is not None and not sample.triggered:
                 yield sample
@@ -181,6 +193,13 @@ class SimWorld:
                 metrics.on_step_done(h)
             if h.world[0] is not None:
                 h.world[0].succeed()
+
+
+def _interval_appenders(metrics: MetricsRecorder | None) -> tuple[Callable[[Any], None], ...] | None:
+    """The append methods of the recorder's timeline columns (None without a recorder)."""
+    if metrics is None:
+        return None
+    return tuple(col.append for col in metrics.timeline)
 
 
 def min_event(env: simpy.Environment, proc: Any, until: float) -> Any:
