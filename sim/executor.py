@@ -88,6 +88,7 @@ class SimExecutor:
         check_kv = bool(oracle._kv_fail)
         self._reset_positions(plan)
         nxt, token, info, span = self._next, oracle.token, oracle._info, oracle._span
+        propose = self.propose_drafts
         pre_tok = dec_tok = spec_tok = 0
         for rid, n in plan.num_scheduled_tokens.items():
             req = requests[rid]
@@ -125,7 +126,7 @@ class SimExecutor:
                     toks = [tok if tok != eos and not req.stop_token_ids else token(req, index)]
             sampled[rid] = toks
             nxt[rid] = index + len(toks)
-            if self.propose_drafts and req.num_spec_tokens:
+            if propose and req.num_spec_tokens:
                 drafts[rid] = oracle.propose(req, index + len(toks) - 1)
         h.num_prefill_reqs, h.num_decode_reqs = len(prefills), len(decodes)
         h.num_prefill_tokens, h.num_decode_tokens, h.num_spec_tokens = pre_tok, dec_tok, spec_tok

@@ -45,9 +45,11 @@ class InputStream:
 
     def take(self, now: float, aborts_only: bool = False) -> Inputs:
         """Inputs due by `now`; with aborts_only, requests due are left in the stream."""
+        times, pos = self.times, self.pos
+        n = len(times)
         out = Inputs()
-        times, n = self.times, len(self.times)
-        pos = self.pos
+        if pos >= n or times[pos] > now:
+            return out  # nothing due (most polls)
         while pos < n and times[pos] <= now:
             if self.kinds[pos] == ABORT:
                 out.abort_ids.append(self.items[pos])
