@@ -19,7 +19,8 @@ COMPARE_METRICS: tuple[str, ...] = (
     "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
     "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms",
     "mean_queueing_ms", "mean_hol_blocking_ms", "p99_hol_blocking_ms", "hol_blocked_fraction",
-    "num_preemptions", "preemption_rate", "num_pauses", "pause_rate", "recomputed_tokens",
+    "num_preemptions", "preemption_rate", "num_pauses", "pause_rate", "pauses_per_1k_steps",
+    "recomputed_tokens", "recomputed_share", "prefix_cache_hit_rate", "num_prefix_skips",
     "truncated_tokens", "mean_kv_usage", "max_kv_usage", "gpu_idle_fraction", "cpu_hidden_fraction",
     "request_goodput", "goodput_fraction", "num_steps", "sim_wall_s",
 )

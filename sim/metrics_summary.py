@@ -121,3 +121,11 @@ def _counters(requests: pd.DataFrame, steps: pd.DataFrame, duration: float, out:
     out["max_kv_usage"] = float(steps["kv_usage"].max()) if len(steps) else 0.0
     out["num_steps"] = int(len(busy))
     out["num_empty_steps"] = int(len(steps) - len(busy))
+    computed = int((steps["num_prefill_tokens"] + steps["num_decode_tokens"]).sum())
+    out["recomputed_share"] = out["recomputed_tokens"] / computed if computed else 0.0
+    out["pauses_per_1k_steps"] = 1000.0 * out["num_pauses"] / len(busy) if len(busy) else 0.0
+    out["pauses_per_request"] = out["num_pauses"] / len(requests) if len(requests) else 0.0
+    admitted = requests["num_cached_tokens"].notna() & requests["first_scheduled_time"].notna()
+    prompt = int(requests.loc[admitted, "prompt_tokens"].sum())
+    out["prefix_cache_hit_rate"] = (int(requests.loc[admitted, "num_cached_tokens"].sum()) / prompt
+                                    if prompt else 0.0)

@@ -90,6 +90,7 @@ SUMMARY_KEYS: tuple[str, ...] = (
     "gpu_busy_s", "cpu_busy_s", "gpu_idle_fraction", "cpu_hidden_fraction",
     "num_preemptions", "num_pauses", "preemption_rate", "recomputed_tokens", "truncated_tokens",
     "mean_kv_usage", "max_kv_usage", "num_steps", "sim_wall_s",
+    "recomputed_share", "pauses_per_1k_steps", "pauses_per_request", "prefix_cache_hit_rate",
 )
 
 

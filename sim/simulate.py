@@ -98,6 +98,8 @@ def _result(cfg: RunConfig, resolved: Any, prep: Any, metrics: MetricsRecorder, 
     summary = summarize(requests, steps, timeline, np.frombuffer(metrics.itl_gaps, dtype=float)
                         if len(metrics.itl_gaps) else np.zeros(0), cfg, wall)
     summary["engine"] = "sync" if depth == 1 else f"batch_queue(depth={depth})"
+    skips = getattr(getattr(metrics.policy, "stats", None), "num_prefix_skips", None)
+    summary["num_prefix_skips"] = int(skips) if skips is not None else 0  # TensorRT-LLM skipping
     config = resolved.describe()
     config["engine_resolved"] = summary["engine"]
     return RunResult(requests, steps, timeline, summary, config, itl)
