@@ -44,7 +44,8 @@ def _row(trace: str, cap: CapacitySchedulerPolicy, chunking: str, n: int, blocks
          max_model_len: int) -> dict:
     """One simulated run and its figures (max_tokens capped at 1024: no-evict reserves to it)."""
     cfg = RunConfig(policy=f"bench-trtllm:{cap.value}", trace=trace, max_requests=n, num_gpu_blocks=blocks,
-                    max_model_len=max_model_len, max_tokens_source="cap", max_tokens_cap=1024, max_num_batched_tokens=2048,
+                    max_model_len=max_model_len, max_tokens_source="cap", max_tokens_cap=1024,
+                    max_num_batched_tokens=2048,
                     policy_options={"chunking_policy": chunking})
     res = simulate(cfg)
     pol, s = CAPTURED[cap.value], res.summary
