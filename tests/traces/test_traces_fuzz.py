@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 import schedsim.traces as T
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -134,22 +135,15 @@ SETTINGS = settings(max_examples=40, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.parametrize("fmt", ["azure", "mooncake"])
 @SETTINGS
-@given(st.lists(_ops(), min_size=1, max_size=3))
-def test_fuzz_azure_csv(ops: list) -> None:
-    data = AZURE
+@given(ops=st.lists(_ops(), min_size=1, max_size=3))
+def test_fuzz_row_corruptions(fmt: str, ops: list) -> None:
+    data, suffix, oracle = ((AZURE, ".csv", oracle_azure) if fmt == "azure"
+                            else (MOONCAKE, ".jsonl", oracle_mooncake))
     for op in ops:
         data = corrupt(data, op) if data else data
-    _check(data, ".csv", oracle_azure)
-
-
-@SETTINGS
-@given(st.lists(_ops(), min_size=1, max_size=3))
-def test_fuzz_mooncake_jsonl(ops: list) -> None:
-    data = MOONCAKE
-    for op in ops:
-        data = corrupt(data, op) if data else data
-    _check(data, ".jsonl", oracle_mooncake)
+    _check(data, suffix, oracle)
 
 
 @settings(max_examples=30, deadline=None)
