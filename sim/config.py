@@ -75,6 +75,9 @@ class RunConfig:
     slo_e2el_ms: float | None = _f(None, "end-to-end latency SLO for goodput (None: not constrained)")
     record_itl: bool = _f(False, "also build the long per-token table RunResult.itl")
     max_sim_time: float | None = _f(None, "stop the simulation at this simulated time in s (None: run out)")
+    # ---- simulator ----
+    fast_forward: bool = _f(True, "jump over steady decode stretches in closed form (exact: same "
+                                   "tables as step by step; docs/performance.md)")
 
     def __post_init__(self) -> None:
         """Reject impossible values, naming the field."""

@@ -63,7 +63,8 @@ def simulate(config: RunConfig | None = None, workload: pd.DataFrame | None = No
     for req, target in zip(prep.requests, prep.targets, strict=True):
         oracle.add(req.request_id, target)
     depth = _engine_depth(cfg, policy)
-    engine = Engine(policy, batch_queue_depth=depth, check_invariants=check_invariants)
+    engine = Engine(policy, batch_queue_depth=depth, check_invariants=check_invariants,
+                    fast_forward=cfg.fast_forward)
     arrivals = [r for r in prep.requests if r.request_id not in prep.rejected]
     world = SimWorld(engine, SimExecutor(oracle, resolved.latency_model, propose_drafts=depth == 1),
                      resolved.cpu_model, InputStream(arrivals, prep.aborts), until=cfg.max_sim_time)
@@ -78,7 +79,10 @@ def simulate(config: RunConfig | None = None, workload: pd.DataFrame | None = No
         if bar is not None:
             bar.update(metrics.num_done - bar.n)
             bar.close()
-    return _result(cfg, resolved, prep, metrics, depth, time.perf_counter() - wall0)
+    result = _result(cfg, resolved, prep, metrics, depth, time.perf_counter() - wall0)
+    result.summary["fast_forward_jumps"] = world.num_jumps  # diagnostics, like sim_wall_s
+    result.summary["fast_forward_steps"] = world.num_jumped_steps
+    return result
 
 
 def _bar_updater(bar: Any, metrics: MetricsRecorder) -> Any:

@@ -11,6 +11,7 @@ plain dataclasses below; the driver resolves it and sends the answer back with `
 | `WaitStep`         | blocks until that launched step has finished               | its StepResult      |
 | `PollInputs`       | hands over the inputs that arrived by now, without blocking | Inputs              |
 | `WaitArrival`      | blocks until the next input arrives                        | Inputs, or None (*) |
+| `Jump`             | fast-forwards steady decode steps in closed form (or none)  | steps jumped (int)  |
 
 (*) None means no input will ever arrive again; the loop then ends.
 
@@ -89,6 +90,12 @@ class Inputs:
         return bool(self.requests or self.abort_ids)
 
 
+@dataclass(slots=True, frozen=True)
+class Jump:
+    """Fast-forward: the engine is at the top of its loop in a steady decode state (see fastforward)."""
+
+
 POLL = PollInputs()
 POLL_ABORTS = PollInputs(aborts_only=True)
 WAIT_ARRIVAL = WaitArrival()
+JUMP = Jump()

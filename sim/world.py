@@ -1,17 +1,16 @@
 """The SimPy world: resolves the engine's waits in simulated time.
 
-Two processes share one clock. The engine process runs the engine generator: a CPU phase advances
-the engine thread's clock by the CPU model's cost, a Launch puts the step on the GPU's queue and
-returns at once, a WaitStep blocks until the GPU process has finished that step. The GPU process
-takes steps in launch order and spends the latency model's time on each; a step with deferred sampling holds
-the GPU after its forward until the engine releases it. So in sync mode the GPU idles while the
-CPU works, and with a batch queue the CPU works while the GPU runs.
+The engine runs as a SimPy process. A CPU phase advances the engine thread's clock by the CPU
+model's cost; a Launch puts the step on the GPU, a FIFO server whose start and end times are closed
+form (start = max(launch time, end of the previous step), end = start + the latency model's time,
+or later when a deferred sample holds the GPU); a WaitStep sleeps until that end. So in sync mode
+the GPU idles while the CPU works, and with a batch queue the CPU works while the GPU runs. A Jump
+hands the loop to the exact fast-forward (`schedsim.fastforward`).
 """
 
 from __future__ import annotations
 
 import math
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,9 +18,10 @@ import simpy
 
 from .engine import Engine
 from .executor import SimExecutor, SimStep
+from .fastforward import fast_forward
 from .metrics import MetricsRecorder
 from .policies import Request
-from .waits import CpuPhase, Inputs, Launch, PollInputs, Sample, WaitArrival, WaitStep
+from .waits import CpuPhase, Inputs, Jump, Launch, PollInputs, Sample, WaitArrival, WaitStep
 
 # event kinds in the input stream
 ARRIVAL, ABORT = 0, 1
@@ -66,9 +66,12 @@ class SimWorld:
     """Runs one engine against a simulated executor, CPU cost model and clock.
 
     The engine thread's CPU phases are strictly sequential and nothing else observes the engine
-    between them, so the engine process keeps its own clock `cpu_now` ahead of SimPy's and only
-    yields to SimPy when it must meet another process: blocking on a step, releasing a deferred
-    sample, or sleeping until an arrival. A launch carries its ready time to the GPU process.
+    between them, so the engine process keeps its own clock `cpu_now` and only yields to SimPy
+    when it waits: for a step to finish or for the next input. The GPU is a FIFO server in closed
+    form: a launched step starts at max(its ready time, the end of the step before it) and ends
+    `gpu_time` later (a deferred sample holds it until the engine releases it), so every time is
+    a plain sum of model costs, with no rounding from SimPy's relative timeouts; that is what lets
+    `schedsim.fastforward` jump many steps and land on the very same floats.
     """
 
     def __init__(self, engine: Engine, executor: SimExecutor, cpu_model: Any, inputs: InputStream,
@@ -76,11 +79,12 @@ class SimWorld:
                  on_progress: Callable[[int], None] | None = None) -> None:
         self.env = simpy.Environment(initial_time=min(0.0, inputs.next_time() or 0.0))
         self.engine, self.executor, self.cpu_model = engine, executor, cpu_model
-        self.inputs, self.metrics, self.until = inputs, metrics, until
+        self.inputs, self.metrics = inputs, metrics
+        self.until = math.inf if until is None else until
         self.on_progress = on_progress
         self.cpu_now = self.env.now
-        self._gpu_queue: deque[SimStep] = deque()
-        self._gpu_wake: Any = None  # event the idle GPU process sleeps on
+        self.gpu_free = -math.inf  # when the GPU finishes the last launched step
+        self.num_jumps = self.num_jumped_steps = 0
         self.finished = False
 
     def clock(self) -> float:
@@ -88,19 +92,17 @@ class SimWorld:
         return self.cpu_now
 
     def run(self) -> None:
-        """Run until the engine loop ends (or `until`)."""
-        self.env.process(self._gpu())
-        proc = self.env.process(self._drive())
-        self.env.run(until=proc if self.until is None else min_event(self.env, proc, self.until))
+        """Run until the engine loop ends (or until a wait would end after `until`)."""
+        self.env.run(until=self.env.process(self._drive()))
 
-    def _catch_up(self) -> Any:
-        """Advance SimPy's clock to the engine thread's."""
-        if self.cpu_now > self.env.now:
-            yield self.env.timeout(self.cpu_now - self.env.now)
+    def _sleep(self, t: float) -> Any:
+        """Let SimPy's clock follow the engine thread to time t (the thread's clock is exact)."""
+        if t > self.env.now:
+            yield self.env.timeout(t - self.env.now)
 
     def _drive(self) -> Any:
         """Feed the engine generator the answers to its waits."""
-        env, gen, phase_time = self.env, self.engine.run(), self.cpu_model.phase_time
+        gen, phase_time, until = self.engine.run(), self.cpu_model.phase_time, self.until
         record = _interval_appenders(self.metrics)
         value: Any = None
         while True:
@@ -126,75 +128,67 @@ class SimWorld:
             elif kind is Launch:
                 value = self._launch(wait)
             elif kind is WaitStep:
-                if self.cpu_now > env.now:  # _catch_up, inlined (hot)
-                    yield env.timeout(self.cpu_now - env.now)
                 h: SimStep = wait.handle
-                if h.end != h.end:  # NaN: still running
-                    h.world[0] = env.event()
-                    yield h.world[0]
-                self.cpu_now = env.now
+                t = h.end if h.end > self.cpu_now else self.cpu_now
+                if t > until:
+                    return
+                yield from self._sleep(t)
+                self.cpu_now = t
                 value = self.executor.collect(h)
             elif kind is PollInputs:
                 value = self.inputs.take(self.cpu_now, wait.aborts_only)
+            elif kind is Jump:
+                value = self._jump(wait)
             elif kind is Sample:
-                yield from self._catch_up()
-                wait.handle.world[1].succeed()
+                self._release(wait.handle)
             elif kind is WaitArrival:
-                yield from self._catch_up()
-                value = yield from self._wait_arrival()
-                self.cpu_now = env.now
+                t = self.inputs.next_time()
+                if t is not None:
+                    t = t if t > self.cpu_now else self.cpu_now
+                    if t > until:
+                        return
+                    yield from self._sleep(t)
+                    self.cpu_now = t
+                    value = self.inputs.take(t)
             else:
                 raise TypeError(f"engine yielded an unknown wait {wait!r}")
 
-    def _wait_arrival(self) -> Any:
-        """Sleep until the next input; None when the stream is exhausted."""
-        t = self.inputs.next_time()
-        if t is None:
-            return None
-        if t > self.env.now:
-            yield self.env.timeout(t - self.env.now)
-        return self.inputs.take(self.env.now)
-
     def _launch(self, wait: Launch) -> SimStep:
-        """Compute the step now; the GPU process decides when it completes."""
+        """Compute the step now and place it on the GPU's FIFO."""
         h = self.executor.launch(wait.plan, wait.requests, wait.step, wait.defer_sampling)
+        if self.gpu_free != self.gpu_free:
+            raise RuntimeError("a step was launched before the deferred sample ahead of it")
         h.ready = self.cpu_now
-        h.world = [None, self.env.event() if wait.defer_sampling else None]
-        self._gpu_queue.append(h)
-        if self._gpu_wake is not None:
-            wake, self._gpu_wake = self._gpu_wake, None
-            wake.succeed()
+        h.start = start = h.ready if h.ready > self.gpu_free else self.gpu_free
+        forward_end = start + h.gpu_time
+        if self.metrics is not None and h.gpu_time > 0:
+            self.metrics.add_interval("gpu", "forward", start, forward_end, h.step)
+        if wait.defer_sampling:
+            self.gpu_free = math.nan  # the GPU holds until the engine releases the sample
+        else:
+            self._done(h, forward_end)
         if self.on_progress is not None:
             self.on_progress(wait.step)
         return h
 
-    def _gpu(self) -> Any:
-        """The device: one step at a time, in launch order, each no earlier than its launch."""
-        env, metrics, queue = self.env, self.metrics, self._gpu_queue
-        record = _interval_appenders(metrics)
-        while True:
-            if not queue:
-                self._gpu_wake = env.event()
-                yield self._gpu_wake
-            h = queue.popleft()
-            h.start = max(env.now, h.ready)
-            if h.start + h.gpu_time > env.now:
-                yield env.timeout(h.start + h.gpu_time - env.now)
-            if record is not None and h.gpu_time > 0:  # metrics.add_interval, inlined (hot)
-                res, knd, starts, ends, steps = record
-                res("gpu")
-                knd("forward")
-                starts(h.start)
-                ends(h.start + h.gpu_time)
-                steps(h.step)
-            sample = h.world[1]
-            if sample is not None and not sample.triggered:
-                yield sample
-            h.end = env.now
-            if metrics is not None:
-                metrics.on_step_done(h)
-            if h.world[0] is not None:
-                h.world[0].succeed()
+    def _release(self, h: SimStep) -> None:
+        """A deferred sample is released now: the step ends when both forward and release are done."""
+        forward_end = h.start + h.gpu_time
+        self._done(h, forward_end if forward_end > self.cpu_now else self.cpu_now)
+
+    def _done(self, h: SimStep, end: float) -> None:
+        """The step's end is known: the GPU is free from then on."""
+        h.end = self.gpu_free = end
+        if self.metrics is not None:
+            self.metrics.on_step_done(h)
+
+    def _jump(self, wait: Jump) -> int:
+        """Exact fast-forward over steady decode steps (see schedsim.fastforward)."""
+        n = fast_forward(self, wait)
+        if n:
+            self.num_jumps += 1
+            self.num_jumped_steps += n
+        return n
 
 
 def _interval_appenders(metrics: MetricsRecorder | None) -> tuple[Callable[[Any], None], ...] | None:
@@ -202,9 +196,3 @@ def _interval_appenders(metrics: MetricsRecorder | None) -> tuple[Callable[[Any]
     if metrics is None:
         return None
     return tuple(col.append for col in metrics.timeline)
-
-
-def min_event(env: simpy.Environment, proc: Any, until: float) -> Any:
-    """An event firing when `proc` ends or at time `until`, whichever is first."""
-    stop = env.timeout(max(0.0, until - env.now))
-    return env.any_of([proc, stop]) if not math.isinf(until) else proc

@@ -7,6 +7,7 @@ from ..kv_cache import KVCacheManager
 from ..plan import StepPlan
 from ..request import Request, RequestStatus
 from .config import VllmConfig
+from .fastforward import FastForwardMixin
 from .lifecycle import LifecycleMixin
 from .output import OutputMixin
 from .queues import FCFSQueue, PriorityQueue
@@ -34,7 +35,7 @@ class _StepState:
 
 @register_policy("vllm", "vLLM 0.33.0 V1 scheduler: unified token budget, chunked prefill, prefix "
                  "caching, recompute preemption (1 batch in flight)", VllmConfig)
-class VllmScheduler(LifecycleMixin, OutputMixin):
+class VllmScheduler(LifecycleMixin, OutputMixin, FastForwardMixin):
     """Synchronous V1 scheduler: schedule step s, then update from step s."""
 
     max_concurrent_batches = 1
@@ -54,6 +55,7 @@ class VllmScheduler(LifecycleMixin, OutputMixin):
         self.preempted_req_ids: list[str] = []
         self.recompute_frontier: dict[str, int] = {}
         self.current_step = 0
+        self._ff_out0: dict[str, int] = {}
 
     # ---------------------------------------------------------------- schedule
     def schedule(self) -> StepPlan:

@@ -206,10 +206,23 @@ class RooflineModel:
     def _decode_attention(self, decodes: list[tuple[int, int]], drafts: int) -> float:
         if not decodes:
             return 0.0
+        return self._attention_time(*self.decode_attention_work(decodes, drafts))
+
+    def _attention_time(self, flops: float, nbytes: float) -> float:
+        """One layer's decode attention: the slower of compute and memory, plus a fixed overhead."""
         c = self.config
-        flops, nbytes = self.decode_attention_work(decodes, drafts)
         return max(flops / (self._flops * c.attn_compute_eff),
                    nbytes / (self._bw * c.attn_memory_eff)) + self._attn_ovh
+
+    def decode_step_time(self, num_decodes: int, ctx_sum: int) -> float:
+        """step_time of plain decodes (no prefill, no drafts) from their count and context sum.
+
+        step_time routes such shapes here, so the fast-forward gets the very same float.
+        """
+        pairs = ctx_sum + num_decodes
+        attn = self._attention_time(pairs * self._attn_flop,
+                                    pairs * self._kv_byte + num_decodes * self._q_byte)
+        return self.dense_time(num_decodes) + self.model.num_layers * attn + self.head_time(num_decodes)
 
     # ---- whole step -----------------------------------------------------------------------
     def dense_time(self, tokens: int) -> float:
@@ -235,6 +248,8 @@ class RooflineModel:
         prefills, decodes = shape.prefills, shape.decodes
         nd = len(decodes)
         drafts = sum(map(_second, decodes)) if nd else 0
+        if nd and not prefills and not drafts:
+            return self.decode_step_time(nd, sum(map(_first, decodes)))
         prefill_tokens = sum(map(_first, prefills)) if prefills else 0
         tokens = prefill_tokens + nd + drafts
         if tokens == 0:

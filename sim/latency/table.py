@@ -157,6 +157,8 @@ class TableModel:
         prefills, decodes = shape.prefills, shape.decodes
         nd = len(decodes)
         drafts = sum(map(_second, decodes)) if nd else 0
+        if nd and not prefills and not drafts:
+            return self.decode_step_time(nd, sum(map(_first, decodes)))
         tokens = (sum(map(_first, prefills)) if prefills else 0) + nd + drafts
         if tokens == 0:
             return 0.0
@@ -164,6 +166,14 @@ class TableModel:
         attn = rl._prefill_attention(prefills) + rl._decode_attention(decodes, drafts)
         return self.dense_time(tokens) + self.model.num_layers * attn + rl.head_time(
             len(prefills) + nd + drafts)
+
+    def decode_step_time(self, num_decodes: int, ctx_sum: int) -> float:
+        """step_time of plain decodes from their count and context sum (the fast-forward's path)."""
+        rl = self.roofline
+        pairs = ctx_sum + num_decodes
+        attn = rl._attention_time(pairs * rl._attn_flop,
+                                  pairs * rl._kv_byte + num_decodes * rl._q_byte)
+        return self.dense_time(num_decodes) + self.model.num_layers * attn + rl.head_time(num_decodes)
 
     def breakdown(self, shape: StepShape) -> dict[str, float]:
         """Seconds per operator for the whole step (sums to step_time)."""

@@ -1,0 +1,211 @@
+"""Exact fast-forward: many steady decode iterations of the engine loop at once, in closed form.
+
+At the top of an engine-loop iteration the engine yields `Jump`; `fast_forward` then checks that
+the next iterations are provably alike: the policy is in a steady decode state (`ff_running`: every
+running request decodes one token per step, nothing waits, nothing is pending), the executor holds
+no drafts or KV-load faults for them, the head-of-line tracker has nobody waiting. Their length k
+is the minimum of the policy's horizon (max_tokens and max_model_len caps, free KV blocks for the
+blocks the stretch allocates), the oracle's (no EOS is delivered inside the stretch) and the input
+horizon (no arrival or abort is due at any poll inside it, no wait ends past max_sim_time). Inside
+the stretch every time is the same sum the world computes step by step (CPU phase costs are
+constant for a constant batch; each GPU step's time comes from the latency model on that step's
+exact shape), every token is the oracle's, and the KV work goes through the real manager in the
+real order (`policies/vllm/fastforward.py`). The jump then writes the same rows step-by-step
+simulation writes and leaves the engine, the in-flight queue, the executor and the policy exactly
+where k ordinary iterations would have. Tests compare every output table with it on and off.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .executor import SimStep
+from .fastforward_commit import commit_metrics
+from .latency.base import StepShape
+from .oracle import _PHI as PHI
+from .policies import StepResult
+
+MIN_JUMP = 2  # shorter stretches cost more to set up than they save
+MAX_JUMP = 4096  # bounds the arrays of one jump
+
+
+def fast_forward(world: Any, wait: Any) -> int:
+    """Jump over as many steady iterations as provably change nothing; returns how many."""
+    engine = world.engine
+    policy = engine.policy
+    ff_running = getattr(policy, "ff_running", None)
+    if ff_running is None or engine._held or len(engine._queue) != engine.depth - 1:
+        return 0
+    due = world.inputs.next_time()
+    if due is not None and due <= world.cpu_now:
+        return 0  # this iteration's poll takes an input
+    reqs = ff_running(engine.depth)
+    if reqs is None:
+        return 0
+    prev = engine._queue[0] if engine._queue else None
+    limit = _executor_horizon(world, reqs, prev)
+    if limit >= MIN_JUMP:
+        limit = policy.ff_horizon(reqs, limit)
+    if limit < MIN_JUMP:
+        return 0
+    times = _timeline(world, reqs, prev, limit)
+    k = len(times["sched"])
+    if k < MIN_JUMP:
+        return 0
+    _apply(world, reqs, prev, k, times)
+    return k
+
+
+def _executor_horizon(world: Any, reqs: list, prev: Any) -> int:
+    """Iterations before a running request delivers its EOS (0 where the stretch cannot start)."""
+    metrics = world.metrics
+    if metrics is not None and (metrics.hol.count or metrics.hol._pending is not None):
+        return 0
+    executor = world.executor
+    oracle, nxt, lag = executor.oracle, executor._next, world.engine.depth - 1
+    if prev is not None:
+        plan, result = prev[1], prev[0].result
+        if (len(plan.num_scheduled_tokens) != len(reqs) or result.failed_kv_load_ids
+                or plan.spec_decode_tokens or result.draft_token_ids):
+            return 0
+    k = MAX_JUMP
+    info, kv_fail = oracle._info, oracle._kv_fail
+    for r in reqs:
+        rid = r.request_id
+        out = len(r.output_token_ids)
+        if nxt.get(rid) != out + lag or (kv_fail and rid in kv_fail):
+            return 0
+        if prev is not None:
+            toks = prev[0].result.sampled_token_ids.get(rid)
+            if toks is None or len(toks) != 1:
+                return 0
+        last = info[rid][1]
+        if r.eos_token_id is not None and not r.ignore_eos and last >= out:
+            k = min(k, last - out)  # delivered positions out .. out + k - 1 must not be EOS
+    return k
+
+
+def _timeline(world: Any, reqs: list, prev: Any, limit: int) -> dict[str, Any]:
+    """The times of up to `limit` iterations, stopping before one that would see an input."""
+    n = len(reqs)
+    phase = world.cpu_model.phase_time
+    s, p = phase("schedule", n, n), phase("prepare_inputs", n, n)
+    d = d0 = phase("d2h_copy", n, n)
+    u = u0 = phase("update_from_output", n, n)
+    if prev is not None:
+        m, tok = len(prev[1].num_scheduled_tokens), prev[1].total_num_scheduled_tokens
+        d0, u0 = phase("d2h_copy", m, tok), phase("update_from_output", m, tok)
+    nxt_input = world.inputs.next_time()
+    nxt_input = math.inf if nxt_input is None else nxt_input
+    until, model = world.until, world.executor.latency_model
+    c, gpu_free = world.cpu_now, world.gpu_free
+    prev_end = prev[0].end if prev is not None else math.nan
+    ctx0 = [r.num_computed_tokens for r in reqs]
+    step_time = _decode_times(model, ctx0)
+    out: dict[str, Any] = {k: [] for k in (
+        "poll", "sched", "ready", "start", "end", "gpu", "wait", "d2h", "update")}
+    out["costs"] = (s, p, d0, u0, d, u)
+    for i in range(limit):
+        if nxt_input <= c:
+            break
+        c1 = c + s if s > 0 else c
+        c2 = c1 + p if p > 0 else c1
+        g = step_time(i)
+        start = c2 if c2 > gpu_free else gpu_free
+        end = start + g
+        waited = end if prev is None else prev_end  # sync waits on this step, async on the last
+        t = waited if waited > c2 else c2
+        if t > until:
+            break
+        dd, uu = (d0, u0) if i == 0 else (d, u)
+        c4 = t + dd if dd > 0 else t
+        if nxt_input <= c4:
+            break
+        c5 = c4 + uu if uu > 0 else c4
+        for key, v in zip(list(out)[:9], (c, c1, c2, start, end, g, t, c4, c5), strict=True):
+            out[key].append(v)
+        gpu_free = prev_end = end
+        c = c5
+    return out
+
+
+def _decode_times(model: Any, ctx0: list[int]) -> Any:
+    """i -> GPU time of the stretch's i-th step (every context one longer per step)."""
+    n, ctx_sum = len(ctx0), sum(ctx0)
+    closed = getattr(model, "decode_step_time", None)
+    if closed is not None:
+        return lambda i: float(closed(n, ctx_sum + n * i))
+    shape = StepShape()
+
+    def by_shape(i: int) -> float:
+        shape.decodes = [(x + i, 0) for x in ctx0]
+        return float(model.step_time(shape))
+    return by_shape
+
+
+def _tokens(world: Any, reqs: list, first: list[int], count: int) -> list[list[int]]:
+    """Oracle tokens at output positions first[r] .. first[r] + count - 1 (never EOS here)."""
+    oracle = world.executor.oracle
+    info = oracle._info
+    keys = np.array([info[r.request_id][0] for r in reqs], dtype=np.uint64)
+    pos = np.array(first, dtype=np.uint64)[:, None] + np.arange(count, dtype=np.uint64)[None, :]
+    with np.errstate(over="ignore"):
+        x = (keys[:, None] + pos) * np.uint64(PHI)
+    toks = (np.uint64(3) + (x >> np.uint64(32)) % np.uint64(oracle._span)).tolist()
+    for row, r, f in zip(toks, reqs, first, strict=True):
+        eos = r.eos_token_id
+        if eos is None:
+            continue
+        last = info[r.request_id][1]  # the EOS position, or a synthetic id equal to EOS: ask the oracle
+        if eos in row or f <= last < f + count:
+            for j, t in enumerate(row):
+                if t == eos or f + j == last:
+                    row[j] = oracle.token(r, f + j)
+    return toks
+
+
+def _apply(world: Any, reqs: list, prev: Any, k: int, times: dict[str, Any]) -> None:
+    """Move policy, executor, engine, world and metrics k iterations ahead."""
+    engine, policy, executor = world.engine, world.engine.policy, world.executor
+    idx0 = engine.num_launched
+    out0 = [len(r.output_token_ids) for r in reqs]
+    if prev is None:  # sync: positions out .. out + k - 1, all sampled inside the stretch
+        delivered = _tokens(world, reqs, out0, k)
+        in_flight = None
+    else:  # async: position `out` is the in-flight step's; the last launch stays in flight
+        fresh = _tokens(world, reqs, [o + 1 for o in out0], k)
+        first = prev[0].result.sampled_token_ids
+        delivered = [[first[r.request_id][0], *row[:k - 1]] for r, row in zip(reqs, fresh, strict=True)]
+        in_flight = [row[k - 1] for row in fresh]
+    usage = policy.ff_advance(reqs, k, delivered)
+    nxt = executor._next
+    for r in reqs:
+        nxt[r.request_id] += k
+    engine.num_launched += k
+    world.cpu_now = times["update"][-1]
+    world.gpu_free = times["end"][-1]
+    if in_flight is not None:
+        engine._queue.clear()
+        engine._queue.appendleft(_in_flight_step(policy, reqs, in_flight, idx0 + k - 1, times))
+    if world.metrics is not None:
+        commit_metrics(world.metrics, reqs, idx0, k, times, usage, prev is not None)
+    if world.on_progress is not None:
+        for step in range(idx0 + (-idx0) % 256, idx0 + k, 256):
+            world.on_progress(step)
+    if engine.check_invariants:
+        engine._check()
+
+
+def _in_flight_step(policy: Any, reqs: list, tokens: list[int], idx: int,
+                    times: dict[str, Any]) -> tuple[SimStep, Any, int]:
+    """The batch queue's entry for the stretch's last launch (async), as a real launch builds it."""
+    plan = policy.ff_plan(reqs)
+    result = StepResult(step_id=plan.step_id,
+                        sampled_token_ids={r.request_id: [t] for r, t in zip(reqs, tokens, strict=True)})
+    n = len(reqs)
+    h = SimStep(idx, plan, result, times["gpu"][-1], num_decode_reqs=n, num_decode_tokens=n)
+    h.ready, h.start, h.end = times["ready"][-1], times["start"][-1], times["end"][-1]
+    return h, plan, idx
