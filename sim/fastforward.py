@@ -68,9 +68,13 @@ def _executor_horizon(world: Any, reqs: list, prev: Any) -> int:
     oracle, nxt, lag = executor.oracle, executor._next, world.engine.depth - 1
     if prev is not None:
         plan, result = prev[1], prev[0].result
-        if (len(plan.num_scheduled_tokens) != len(reqs) or result.failed_kv_load_ids
-                or plan.spec_decode_tokens or result.draft_token_ids):
+        if (result.failed_kv_load_ids or plan.spec_decode_tokens or result.draft_token_ids
+                or any(rid not in plan.num_scheduled_tokens for rid in map(_rid, reqs))):
             return 0
+        if len(plan.num_scheduled_tokens) != len(reqs):  # others must have finished since
+            live = world.engine.policy.requests
+            if sum(rid in live for rid in plan.num_scheduled_tokens) != len(reqs):
+                return 0
     k = MAX_JUMP
     info, kv_fail = oracle._info, oracle._kv_fail
     for r in reqs:
@@ -86,6 +90,10 @@ def _executor_horizon(world: Any, reqs: list, prev: Any) -> int:
         if r.eos_token_id is not None and not r.ignore_eos and last >= out:
             k = min(k, last - out)  # delivered positions out .. out + k - 1 must not be EOS
     return k
+
+
+def _rid(r: Any) -> str:
+    return r.request_id
 
 
 def _timeline(world: Any, reqs: list, prev: Any, limit: int) -> dict[str, Any]:
@@ -180,8 +188,11 @@ def _apply(world: Any, reqs: list, prev: Any, k: int, times: dict[str, Any]) -> 
         first = prev[0].result.sampled_token_ids
         delivered = [[first[r.request_id][0], *row[:k - 1]] for r, row in zip(reqs, fresh, strict=True)]
         in_flight = [row[k - 1] for row in fresh]
-    usage = policy.ff_advance(reqs, k, delivered)
     nxt = executor._next
+    for rid in policy.finished_req_ids:  # the first plan reports them: the worker forgets them
+        executor.oracle.forget(rid)
+        nxt.pop(rid, None)
+    usage = policy.ff_advance(reqs, k, delivered)
     for r in reqs:
         nxt[r.request_id] += k
     engine.num_launched += k

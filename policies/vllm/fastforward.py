@@ -27,9 +27,9 @@ class FastForwardMixin:
         if depth != self.max_concurrent_batches or not self.running or len(self.waiting):
             return None
         cfg = self.config
-        if (self.finished_req_ids or self.preempted_req_ids or self.recompute_frontier
-                or self.num_spec_tokens or self.kv.deferred_frees
-                or len(self.running) > cfg.max_num_batched_tokens):
+        if (self.preempted_req_ids or self.recompute_frontier or self.num_spec_tokens
+                or len(self.running) > cfg.max_num_batched_tokens
+                or (self.kv.deferred_frees and self._ff_released_blocks() < 0)):
             return None
         lag = self.max_concurrent_batches - 1  # outputs in flight per request: 0 sync, 1 async
         running_status = RequestStatus.RUNNING
@@ -58,10 +58,30 @@ class FastForwardMixin:
             first = len(tables[r.request_id]) * bs - r.num_computed_tokens
             offsets.extend(range(max(first, 0), k, bs))
         free = self.kv.num_free_blocks
+        if sum(1 for x in offsets if x == 0) > free:
+            return 0
+        free += self._ff_released_blocks()  # fenced frees come back in the first update
         if len(offsets) > free:
             offsets.sort()
             k = min(k, offsets[free])  # that schedule would preempt: stop before it
         return k
+
+    def _ff_released_blocks(self) -> int:
+        """Blocks of deferred frees the first iteration's end_step releases; -1 if some stay fenced.
+
+        A request finished in the update of the iteration before the stretch is fenced by the
+        step scheduled in that iteration, whose update is the stretch's first.
+        """
+        kv = self.kv
+        fence = kv.processed_step_seq + 1
+        if not self.config.defer_block_free:
+            return 0
+        n = 0
+        for seq, blocks in kv.deferred_frees:
+            if seq > fence:
+                return -1
+            n += len(blocks)
+        return n
 
     def ff_advance(self, reqs: list[Request], k: int, tokens: list[list[int]]) -> list[float]:
         """Apply k iterations; tokens[r] are request r's next k delivered tokens.
@@ -79,9 +99,10 @@ class FastForwardMixin:
             if placeholders is not None:
                 r.spec_token_ids = placeholders
         self.current_step += k
+        self.finished_req_ids = []  # the first schedule reported them
         if self.config.defer_block_free:
             kv.sched_step_seq += k
-            kv.processed_step_seq += k
+            kv.processed_step_seq += k - 1  # the first end_step ran inside the replay
             for r in reqs:
                 r.last_sched_seq = kv.sched_step_seq
         self._ff_out0 = {}
@@ -117,11 +138,18 @@ class FastForwardMixin:
             events.extend((i, idx) for i in range((-c) % bs or bs, k, bs))
             if not lag:
                 events.extend((i, idx) for i in range((-c - 1) % bs or bs, k, bs))
+        events.append((1, -1))  # after iteration 0's schedule: its update's end_step (fences)
         events.sort()
         free0 = kv.num_free_blocks
         free_counts: list[tuple[int, int]] = []  # (iteration, free blocks after its schedule)
         tables, cached, kv_len = kv.req_to_blocks, kv.num_cached_block, kv.max_model_len
+        fenced = self.config.defer_block_free
         for i, idx in events:
+            if idx < 0:
+                if fenced:
+                    kv.end_step()  # the first update: releases what it fences
+                    free_counts.append((1, kv.num_free_blocks))
+                continue
             r, c, out0 = start[idx]
             total = c + i + 1
             n = r.prompt_len + out0 + i  # known tokens at this schedule (i outputs delivered since)
