@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from .metrics import MetricsRecorder
+from .metrics import KIND_CODES, RESOURCE_CODES, MetricsRecorder
 
 ZERO_COLUMNS = ("num_prefill_reqs", "num_prefill_tokens", "num_spec_tokens", "num_waiting",
                 "num_preempted", "num_paused", "num_finished", "deferred_sampling")
@@ -36,11 +36,12 @@ def _timeline_rows(m: MetricsRecorder, idx0: int, k: int, times: dict[str, Any],
     lag = 1 if is_async else 0
     step = list(range(idx0, idx0 + k))
     prev = [x - lag for x in step]
-    phases = [("cpu", "schedule", s, times["poll"], times["sched"], step),
-              ("cpu", "prepare_inputs", p, times["sched"], times["ready"], step),
-              ("gpu", "forward", 1.0, times["start"], times["end"], step),
-              ("cpu", "d2h_copy", d, times["wait"], times["d2h"], prev),
-              ("cpu", "update_from_output", u, times["d2h"], times["update"], prev)]
+    cpu, gpu_code, k_ = RESOURCE_CODES["cpu"], RESOURCE_CODES["gpu"], KIND_CODES
+    phases = [(cpu, k_["schedule"], times["poll"], times["sched"], step),
+              (cpu, k_["prepare_inputs"], times["sched"], times["ready"], step),
+              (gpu_code, k_["forward"], times["start"], times["end"], step),
+              (cpu, k_["d2h_copy"], times["wait"], times["d2h"], prev),
+              (cpu, k_["update_from_output"], times["d2h"], times["update"], prev)]
     gpu = times["gpu"]
     _rows_at(m, phases, 0, [s > 0, p > 0, gpu[0] > 0, d0 > 0, u0 > 0])
     if k == 1:
@@ -53,7 +54,7 @@ def _timeline_rows(m: MetricsRecorder, idx0: int, k: int, times: dict[str, Any],
     w, rows = len(cols), k - 1
     res.extend([c[0] for c in cols] * rows)
     kind.extend([c[1] for c in cols] * rows)
-    for buf, pos in ((starts, 3), (ends, 4), (steps, 5)):
+    for buf, pos in ((starts, 2), (ends, 3), (steps, 4)):
         inter: list[Any] = [None] * (w * rows)
         for j, c in enumerate(cols):
             inter[j::w] = c[pos][1:]  # iteration-major, phase order within an iteration
@@ -67,9 +68,9 @@ def _rows_at(m: MetricsRecorder, phases: list, i: int, mask: list[bool]) -> None
         if keep:
             res.append(ph[0])
             kind.append(ph[1])
-            starts.append(ph[3][i])
-            ends.append(ph[4][i])
-            steps.append(ph[5][i])
+            starts.append(ph[2][i])
+            ends.append(ph[3][i])
+            steps.append(ph[4][i])
 
 
 def _token_times(m: MetricsRecorder, reqs: list, k: int, update: list[float]) -> None:
@@ -86,7 +87,7 @@ def _token_times(m: MetricsRecorder, reqs: list, k: int, update: list[float]) ->
     gaps[1:] = diffs[:, None]
     flat = gaps.ravel() if has_first.all() else gaps.ravel()[np.concatenate(
         [has_first, np.ones((k - 1) * n, dtype=bool)])]
-    m.itl_gaps.frombytes(flat.tobytes())
+    m.itl_gaps.extend(flat)
     acc = np.empty((k + 1, n))
     acc[0] = [b.itl_sum[w] for w in idx]
     acc[1:] = gaps

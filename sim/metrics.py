@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .metrics_hol import HeadOfLineTracker
+from .runlength import RunLengths
 from .policies import Policy, Request, RequestOutput, RequestStatus, StepPlan, StepResult
 
 NAN = math.nan
@@ -21,6 +22,10 @@ STEP_FIELDS = ("schedule_time", "start", "end", "gpu_time", "num_prefill_reqs", 
                "deferred_sampling")
 ZERO_AT_SCHEDULE = ("num_finished", "num_prefill_reqs", "num_decode_reqs", "num_prefill_tokens",
                     "num_decode_tokens", "num_spec_tokens", "deferred_sampling")
+RESOURCES = ("cpu", "gpu")
+TIMELINE_KINDS = ("schedule", "prepare_inputs", "d2h_copy", "update_from_output", "forward")
+RESOURCE_CODES = {name: i for i, name in enumerate(RESOURCES)}
+KIND_CODES = {name: i for i, name in enumerate(TIMELINE_KINDS)}
 STEP_TYPES = {"schedule_time": "d", "start": "d", "end": "d", "gpu_time": "d", "kv_usage": "d",
               "deferred_sampling": "b"}
 
@@ -51,7 +56,7 @@ class MetricsRecorder:
         self.requests = list(requests)
         self.index = {r.request_id: i for i, r in enumerate(self.requests)}
         self.req = RequestBuffers(len(self.requests))
-        self.itl_gaps = array("d")
+        self.itl_gaps = RunLengths()  # every inter-token gap, run-length encoded
         self.num_done = 0  # requests finished or aborted so far (progress bar)
         self.record_itl = record_itl
         self.itl_rows: tuple[array, array, array] = (array("i"), array("i"), array("d"))
@@ -62,8 +67,9 @@ class MetricsRecorder:
             "schedule_time", "start", "end", "gpu_time", "num_running", "num_waiting", "kv_usage",
             "num_preempted", "num_paused"))
         self._zero_at_schedule = tuple(s[k].append for k in ZERO_AT_SCHEDULE)
-        self.timeline: tuple[list[str], list[str], array, array, array] = (
-            [], [], array("d"), array("d"), array("i"))
+        # resource code (RESOURCES), kind code (TIMELINE_KINDS), start, end, step: 22 bytes a row
+        self.timeline: tuple[array, array, array, array, array] = (
+            array("b"), array("b"), array("d"), array("d"), array("i"))
         cfg = policy.config
         self.hol = HeadOfLineTracker(self.requests, cfg.max_num_seqs, cfg.max_num_batched_tokens,
                                      getattr(cfg, "enable_chunked_prefill", True), cfg.block_size,
@@ -74,8 +80,8 @@ class MetricsRecorder:
     def add_interval(self, resource: str, kind: str, start: float, end: float, step: int) -> None:
         """One busy interval of the CPU or the GPU."""
         t = self.timeline
-        t[0].append(resource)
-        t[1].append(kind)
+        t[0].append(RESOURCE_CODES[resource])
+        t[1].append(KIND_CODES[kind])
         t[2].append(start)
         t[3].append(end)
         t[4].append(step)
@@ -117,7 +123,7 @@ class MetricsRecorder:
                   outputs: list[RequestOutput]) -> None:
         now = self.clock()
         b, index, finished = self.req, self.index, 0
-        num_out, last, gaps = b.num_out, b.last_token, self.itl_gaps
+        num_out, last, gaps = b.num_out, b.last_token, self.itl_gaps.append
         first_token, itl_sum, itl_n = b.first_token, b.itl_sum, b.itl_n
         record_itl = self.record_itl
         for out in outputs:
@@ -129,7 +135,7 @@ class MetricsRecorder:
                     first_token[i] = now
                 else:
                     gap = now - last[i]
-                    gaps.append(gap)
+                    gaps(gap)
                     itl_sum[i] += gap
                     itl_n[i] += 1
                 if record_itl:

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from .config import RunConfig
+from .runlength import weighted_mean, weighted_percentile
 
 
 def _stats(prefix: str, values: np.ndarray, out: dict[str, Any]) -> None:
@@ -19,6 +20,17 @@ def _stats(prefix: str, values: np.ndarray, out: dict[str, Any]) -> None:
         out[f"p99_{prefix}_ms"] = float(np.percentile(v, 99))
     else:
         out[f"mean_{prefix}_ms"] = out[f"median_{prefix}_ms"] = out[f"p99_{prefix}_ms"] = float("nan")
+
+
+def _run_length_stats(prefix: str, values: np.ndarray, counts: np.ndarray, out: dict[str, Any]) -> None:
+    """_stats of run-length encoded samples (values in s, no NaN), without expanding them."""
+    if not len(values):
+        out[f"mean_{prefix}_ms"] = out[f"median_{prefix}_ms"] = out[f"p99_{prefix}_ms"] = float("nan")
+        return
+    v = values * 1000.0
+    out[f"mean_{prefix}_ms"] = weighted_mean(v, counts)
+    out[f"median_{prefix}_ms"] = weighted_percentile(v, counts, 50)
+    out[f"p99_{prefix}_ms"] = weighted_percentile(v, counts, 99)
 
 
 def merged_busy(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -65,7 +77,8 @@ def busy_figures(timeline: pd.DataFrame, out: dict[str, Any]) -> None:
 
 
 def summarize(requests: pd.DataFrame, steps: pd.DataFrame, timeline: pd.DataFrame,
-              itl_gaps: np.ndarray, cfg: RunConfig, sim_wall_s: float) -> dict[str, Any]:
+              itl_gaps: tuple[np.ndarray, np.ndarray], cfg: RunConfig, sim_wall_s: float
+              ) -> dict[str, Any]:
     """The summary dict."""
     reason = requests["finish_reason"].fillna("")
     done = reason.isin(["stop", "length"]).to_numpy()
@@ -86,7 +99,7 @@ def summarize(requests: pd.DataFrame, steps: pd.DataFrame, timeline: pd.DataFram
     fin = requests[done]
     for prefix, col in (("ttft", "ttft"), ("tpot", "tpot"), ("e2el", "e2e")):
         _stats(prefix, fin[col].to_numpy(float), out)
-    _stats("itl", np.asarray(itl_gaps, dtype=float), out)
+    _run_length_stats("itl", *itl_gaps, out)
     out["mean_queueing_ms"] = float(np.nanmean(requests["queueing_time"])) * 1000 if len(requests) else 0.0
     out["mean_hol_blocking_ms"] = float(requests["hol_blocking_time"].mean()) * 1000 if len(requests) else 0.0
     out["p99_hol_blocking_ms"] = (float(np.percentile(requests["hol_blocking_time"], 99)) * 1000

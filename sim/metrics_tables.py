@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .metrics import STEP_FIELDS, MetricsRecorder, output_hash  # noqa: F401 (re-exported)
+from .metrics import (  # noqa: F401 (output_hash re-exported)
+    RESOURCES, STEP_FIELDS, TIMELINE_KINDS, MetricsRecorder, output_hash)
 
 
 def requests_table(m: MetricsRecorder, targets: list[int], rejected: set[str]) -> pd.DataFrame:
@@ -62,8 +63,11 @@ def steps_table(m: MetricsRecorder) -> pd.DataFrame:
 def timeline_table(m: MetricsRecorder) -> pd.DataFrame:
     """One row per CPU or GPU busy interval, in time order."""
     res, kind, start, end, step = m.timeline
-    df = pd.DataFrame({"resource": pd.Categorical(res, categories=["cpu", "gpu"]),
-                       "kind": pd.array(kind, dtype="string"),
+    res_codes = np.frombuffer(res, dtype=np.int8) if res else np.zeros(0, dtype=np.int8)
+    kind_codes = np.frombuffer(kind, dtype=np.int8) if kind else np.zeros(0, dtype=np.int8)
+    df = pd.DataFrame({"resource": pd.Categorical.from_codes(res_codes, categories=list(RESOURCES)),
+                       "kind": pd.array(np.array(TIMELINE_KINDS, dtype=object)[kind_codes],
+                                        dtype="string"),
                        "start": np.frombuffer(start, dtype=float) if start else np.zeros(0),
                        "end": np.frombuffer(end, dtype=float) if end else np.zeros(0),
                        "step": np.frombuffer(step, dtype=np.int32).astype(np.int64) if step

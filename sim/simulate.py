@@ -99,8 +99,7 @@ def _result(cfg: RunConfig, resolved: Any, prep: Any, metrics: MetricsRecorder, 
     requests = requests_table(metrics, prep.targets, prep.rejected)
     steps, timeline = steps_table(metrics), timeline_table(metrics)
     itl = itl_table(metrics) if cfg.record_itl else None
-    summary = summarize(requests, steps, timeline, np.frombuffer(metrics.itl_gaps, dtype=float)
-                        if len(metrics.itl_gaps) else np.zeros(0), cfg, wall)
+    summary = summarize(requests, steps, timeline, metrics.itl_gaps.arrays(), cfg, wall)
     summary["engine"] = "sync" if depth == 1 else f"batch_queue(depth={depth})"
     skips = getattr(getattr(metrics.policy, "stats", None), "num_prefix_skips", None)
     summary["num_prefix_skips"] = int(skips) if skips is not None else 0  # TensorRT-LLM skipping

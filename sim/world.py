@@ -19,7 +19,7 @@ import simpy
 from .engine import Engine
 from .executor import SimExecutor, SimStep
 from .fastforward import fast_forward
-from .metrics import MetricsRecorder
+from .metrics import KIND_CODES, MetricsRecorder
 from .policies import Request
 from .waits import CpuPhase, Inputs, Jump, Launch, PollInputs, Sample, WaitArrival, WaitStep
 
@@ -120,8 +120,8 @@ class SimWorld:
                     self.cpu_now = end = start + dt
                     if record is not None:  # metrics.add_interval, inlined (hot)
                         res, knd, starts, ends, steps = record
-                        res("cpu")
-                        knd(wait.kind)
+                        res(0)  # RESOURCE_CODES["cpu"]
+                        knd(KIND_CODES[wait.kind])
                         starts(start)
                         ends(end)
                         steps(wait.step)

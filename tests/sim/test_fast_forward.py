@@ -97,3 +97,41 @@ def test_random_workloads_identical(policy: str, engine: str, wl: pd.DataFrame, 
                                     seqs: int, seed: int) -> None:
     wl = wl.assign(structured_output=wl["structured_output"] & (seed == 0))  # most runs can jump
     assert_same(small_config(policy, engine, blocks, seqs, seed), workload=wl, check_invariants=True)
+
+
+def _policy_state(policy) -> tuple:
+    """Everything a later step could depend on: request counters, block tables, pool order, hashes."""
+    kv = policy.kv
+    reqs = sorted((r.request_id, r.status, r.num_computed_tokens, tuple(r.output_token_ids),
+                   r.num_output_placeholders, r.num_in_flight_tokens, r.last_sched_seq,
+                   tuple(r.block_hashes)) for r in policy.requests.values())
+    pool = kv.pool
+    return (reqs, [r.request_id for r in policy.running], policy.current_step,
+            {k: list(v) for k, v in kv.req_to_blocks.items()}, dict(kv.num_cached_block),
+            list(pool.free_queue), list(pool.ref_cnt), list(pool.block_hash), dict(pool.cached),
+            kv.sched_step_seq, kv.processed_step_seq, list(kv.deferred_frees))
+
+
+@pytest.mark.parametrize("starved", [False, True])
+@pytest.mark.parametrize("policy,engine", sorted(JUMPING))
+def test_stopping_anywhere_leaves_identical_policy_state(policy: str, engine: str, starved: bool,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Block ids and the free queue never reach the tables: compare the policy itself mid-run."""
+    import importlib
+
+    sim_module = importlib.import_module("schedsim.simulate")  # the module, not the function
+
+    made: list = []
+    real_make = sim_module.make_policy
+    monkeypatch.setattr(sim_module, "make_policy", lambda *a, **k: made.append(real_make(*a, **k))
+                        or made[-1])
+    base = trace_config(policy, engine, "azure-conv-2023", starved=starved)
+    jumped = 0
+    for until in (1.37, 2.9, 4.41):
+        states = []
+        for ff in (False, True):
+            res = simulate(RunConfig(**{**base.__dict__, "fast_forward": ff, "max_sim_time": until}))
+            states.append(_policy_state(made[-1]))
+        assert states[0] == states[1], until
+        jumped += res.summary["fast_forward_steps"]
+    assert jumped > 0

@@ -1,0 +1,83 @@
+"""Run-length encoded samples: the inter-token gaps of a whole run in memory proportional to steps.
+
+Every request decoding in a step sees the same gap since the previous step, so the gaps of one
+run, in delivery order, form long runs of equal values. `RunLengths` keeps (value, count) pairs,
+merging a new sample into the last run when equal (Python float equality, the same test whether
+samples come one by one or as a numpy block, so the encoding is canonical). Statistics are those
+of the expanded samples: the mean, and percentiles with numpy's default 'linear' definition.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+
+import numpy as np
+
+
+class RunLengths:
+    """(value, count) runs of float samples in arrival order."""
+
+    __slots__ = ("values", "counts", "last")
+
+    def __init__(self) -> None:
+        self.values = array("d")
+        self.counts = array("q")
+        self.last = math.nan  # value of the last run (NaN: none, and NaN never merges)
+
+    def __len__(self) -> int:
+        return sum(self.counts)
+
+    def append(self, x: float) -> None:
+        """One sample."""
+        if x == self.last:
+            self.counts[-1] += 1
+        else:
+            self.values.append(x)
+            self.counts.append(1)
+            self.last = x
+
+    def extend(self, xs: np.ndarray) -> None:
+        """Samples in order (a 1-d float array), encoded exactly as appending them one by one."""
+        if not len(xs):
+            return
+        starts = np.flatnonzero(np.concatenate(([True], xs[1:] != xs[:-1])))
+        counts = np.diff(np.append(starts, len(xs)))
+        values = xs[starts]
+        if values[0] == self.last:
+            self.counts[-1] += int(counts[0])
+            values, counts = values[1:], counts[1:]
+        self.values.frombytes(np.ascontiguousarray(values, dtype=float).tobytes())
+        self.counts.frombytes(np.ascontiguousarray(counts, dtype=np.int64).tobytes())
+        if len(values):
+            self.last = float(values[-1])
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """(values, counts) as numpy arrays."""
+        if not len(self.values):
+            return np.zeros(0), np.zeros(0, dtype=np.int64)
+        return np.frombuffer(self.values, dtype=float), np.frombuffer(self.counts, dtype=np.int64)
+
+    def expand(self) -> np.ndarray:
+        """Every sample, in order (for tests and small runs)."""
+        values, counts = self.arrays()
+        return np.repeat(values, counts)
+
+
+def weighted_percentile(values: np.ndarray, counts: np.ndarray, q: float) -> float:
+    """np.percentile(np.repeat(values, counts), q) without expanding (method 'linear')."""
+    order = np.argsort(values, kind="stable")
+    v, cum = values[order], np.cumsum(counts[order])
+    n = int(cum[-1])
+    idx = (n - 1) * (q / 100.0)
+    lo = math.floor(idx)
+    t = idx - lo
+    a = float(v[np.searchsorted(cum, lo, side="right")])
+    b = float(v[np.searchsorted(cum, min(lo + 1, n - 1), side="right")])
+    diff = b - a
+    return b - diff * (1.0 - t) if t >= 0.5 else a + diff * t  # numpy's _lerp
+
+
+def weighted_mean(values: np.ndarray, counts: np.ndarray) -> float:
+    """Mean of the expanded samples."""
+    return float(np.dot(values, counts.astype(float)) / counts.sum())

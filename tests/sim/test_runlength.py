@@ -1,0 +1,36 @@
+"""Run-length encoded ITL samples: canonical encoding, and statistics equal to the expanded ones."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from schedsim.runlength import RunLengths, weighted_mean, weighted_percentile
+
+samples = st.lists(st.sampled_from([0.0, 1e-3, 2.5e-3, 0.0125, 0.5, 7.0]), min_size=1, max_size=80)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(xs=samples, split=st.integers(0, 80), q=st.sampled_from([0.0, 12.5, 50.0, 99.0, 100.0]))
+def test_blocks_encode_like_single_appends_and_stats_match_numpy(xs: list[float], split: int,
+                                                                 q: float) -> None:
+    one, mixed = RunLengths(), RunLengths()
+    for x in xs:
+        one.append(x)
+    for x in xs[:split]:
+        mixed.append(x)
+    mixed.extend(np.array(xs[split:], dtype=float))
+    assert list(one.values) == list(mixed.values) and list(one.counts) == list(mixed.counts)
+    assert np.array_equal(mixed.expand(), np.array(xs))
+    assert len(mixed) == len(xs)
+    assert all(a != b for a, b in zip(one.values[:-1], one.values[1:]))  # maximal runs
+    values, counts = mixed.arrays()
+    assert weighted_percentile(values, counts, q) == float(np.percentile(xs, q))
+    assert np.isclose(weighted_mean(values, counts), float(np.mean(xs)), rtol=1e-12, atol=0.0)
+
+
+def test_steady_decoding_compresses_to_one_run_per_step() -> None:
+    gaps = RunLengths()
+    for step_gap in (0.01, 0.011, 0.01):
+        gaps.extend(np.full(32, step_gap))  # 32 requests decoding: one gap each
+    assert list(gaps.counts) == [32, 32, 32]
