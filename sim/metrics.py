@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .metrics_hol import HeadOfLineTracker
-from .runlength import RunLengths
 from .policies import Policy, Request, RequestOutput, RequestStatus, StepPlan, StepResult
+from .runlength import RunLengths
 
 NAN = math.nan
 FINISH_NAMES = {RequestStatus.FINISHED_STOPPED: "stop", RequestStatus.FINISHED_LENGTH_CAPPED: "length",

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .metrics import (  # noqa: F401 (output_hash re-exported)
-    RESOURCES, STEP_FIELDS, TIMELINE_KINDS, MetricsRecorder, output_hash)
+from .metrics import RESOURCES, STEP_FIELDS, TIMELINE_KINDS, MetricsRecorder, output_hash  # noqa: F401 (output_hash re-exported)
 
 
 def requests_table(m: MetricsRecorder, targets: list[int], rejected: set[str]) -> pd.DataFrame:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from .config import RunConfig

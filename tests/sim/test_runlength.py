@@ -23,7 +23,7 @@ def test_blocks_encode_like_single_appends_and_stats_match_numpy(xs: list[float]
     assert list(one.values) == list(mixed.values) and list(one.counts) == list(mixed.counts)
     assert np.array_equal(mixed.expand(), np.array(xs))
     assert len(mixed) == len(xs)
-    assert all(a != b for a, b in zip(one.values[:-1], one.values[1:]))  # maximal runs
+    assert all(a != b for a, b in zip(one.values[:-1], one.values[1:], strict=True))  # maximal runs
     values, counts = mixed.arrays()
     assert weighted_percentile(values, counts, q) == float(np.percentile(xs, q))
     assert np.isclose(weighted_mean(values, counts), float(np.mean(xs)), rtol=1e-12, atol=0.0)
