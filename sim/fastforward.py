@@ -18,6 +18,7 @@ where k ordinary iterations would have. Tests compare every output table with it
 from __future__ import annotations
 
 import math
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from .latency.base import StepShape
 from .oracle import _PHI as PHI
 from .policies import StepResult
 
+_RID = attrgetter("request_id")
 MIN_JUMP = 2  # shorter stretches cost more to set up than they save
 MAX_JUMP = 4096  # bounds the arrays of one jump
 
@@ -46,6 +48,8 @@ def fast_forward(world: Any, wait: Any) -> int:
     if reqs is None:
         return 0
     prev = engine._queue[0] if engine._queue else None
+    if len(_timeline(world, reqs, prev, MIN_JUMP)["sched"]) < MIN_JUMP:
+        return 0  # an input is due within the shortest stretch worth taking: skip the O(n) checks
     limit = _executor_horizon(world, reqs, prev)
     if limit >= MIN_JUMP:
         limit = policy.ff_horizon(reqs, limit)
@@ -68,8 +72,9 @@ def _executor_horizon(world: Any, reqs: list, prev: Any) -> int:
     oracle, nxt, lag = executor.oracle, executor._next, world.engine.depth - 1
     if prev is not None:
         plan, result = prev[1], prev[0].result
+        scheduled = plan.num_scheduled_tokens
         if (result.failed_kv_load_ids or plan.spec_decode_tokens or result.draft_token_ids
-                or any(rid not in plan.num_scheduled_tokens for rid in map(_rid, reqs))):
+                or not all(map(scheduled.__contains__, map(_RID, reqs)))):
             return 0
         if len(plan.num_scheduled_tokens) != len(reqs):  # others must have finished since
             live = world.engine.policy.requests
@@ -90,10 +95,6 @@ def _executor_horizon(world: Any, reqs: list, prev: Any) -> int:
         if r.eos_token_id is not None and not r.ignore_eos and last >= out:
             k = min(k, last - out)  # delivered positions out .. out + k - 1 must not be EOS
     return k
-
-
-def _rid(r: Any) -> str:
-    return r.request_id
 
 
 def _timeline(world: Any, reqs: list, prev: Any, limit: int) -> dict[str, Any]:
