@@ -135,3 +135,37 @@ def test_stopping_anywhere_leaves_identical_policy_state(policy: str, engine: st
         assert states[0] == states[1], until
         jumped += res.summary["fast_forward_steps"]
     assert jumped > 0
+
+
+@pytest.mark.parametrize("policy,engine", sorted(JUMPING))
+@pytest.mark.parametrize("extra", [
+    dict(latency_model="table", model="llama-2-7b", gpu="a100-80gb"),  # measured profile
+    dict(scheduling_policy="priority"),
+    dict(model="llama-3.1-70b", tp=4, gpu="h200"),
+    dict(max_num_batched_tokens=256, max_num_seqs=64,
+         policy_options={"long_prefill_token_threshold": 64}),
+], ids=["table", "priority", "70b-tp4", "budget-bound"])
+def test_latency_models_and_scheduler_options_identical(policy: str, engine: str, extra: dict) -> None:
+    base = trace_config(policy, engine, "azure-conv-2023", starved=False)
+    summary = assert_same(RunConfig(**{**base.__dict__, **extra}))
+    assert summary["fast_forward_steps"] > 0
+
+
+@pytest.mark.parametrize("policy,engine", sorted(JUMPING))
+def test_fitted_step_model_without_closed_form_identical(policy: str, engine: str, tmp_path) -> None:
+    """A latency model without decode_step_time: the jump builds each step's shape."""
+    from schedsim.latency.calibration import calibrate_from_args
+
+    rows = [{"step_time_ms": 5.0 + 0.01 * p + 0.2 * d, "prefill_tokens": p, "decode_count": d}
+            for p in (0, 64, 256, 1024) for d in (0, 1, 8, 32) if p or d]
+    pd.DataFrame(rows).to_csv(tmp_path / "steps.csv", index=False)
+
+    class Args:
+        profile, steps, cpu, out = None, str(tmp_path / "steps.csv"), False, str(tmp_path / "cal.json")
+        model, gpu, tp, policy = "llama-3.1-8b", "h100-sxm", 1, "vllm"
+
+    path, _ = calibrate_from_args(Args)
+    base = trace_config(policy, engine, "azure-conv-2023", starved=False)
+    cfg = RunConfig(**{**base.__dict__, "latency_model": "fitted", "latency_calibration": str(path)})
+    assert not hasattr(simulate.__globals__["resolve_run"](cfg).latency_model, "decode_step_time")
+    assert assert_same(cfg)["fast_forward_steps"] > 0
