@@ -21,15 +21,15 @@ import math
 from operator import attrgetter
 from typing import Any
 
-import numpy as np
-
 from .executor import SimStep
 from .fastforward_commit import commit_metrics
 from .latency.base import StepShape
 from .oracle import _PHI as PHI
+from .oracle import MASK64
 from .policies import StepResult
 
 _RID = attrgetter("request_id")
+TIME_KEYS = ("poll", "sched", "ready", "start", "end", "gpu", "wait", "d2h", "update")
 MIN_JUMP = 2  # shorter stretches cost more to set up than they save
 MAX_JUMP = 4096  # bounds the arrays of one jump
 
@@ -114,9 +114,7 @@ def _timeline(world: Any, reqs: list, prev: Any, limit: int) -> dict[str, Any]:
     prev_end = prev[0].end if prev is not None else math.nan
     ctx0 = [r.num_computed_tokens for r in reqs]
     step_time = _decode_times(model, ctx0)
-    out: dict[str, Any] = {k: [] for k in (
-        "poll", "sched", "ready", "start", "end", "gpu", "wait", "d2h", "update")}
-    out["costs"] = (s, p, d0, u0, d, u)
+    cols = poll, sched, ready, starts, ends, gpus, waits, d2hs, updates = tuple([] for _ in range(9))
     for i in range(limit):
         if nxt_input <= c:
             break
@@ -134,10 +132,19 @@ def _timeline(world: Any, reqs: list, prev: Any, limit: int) -> dict[str, Any]:
         if nxt_input <= c4:
             break
         c5 = c4 + uu if uu > 0 else c4
-        for key, v in zip(list(out)[:9], (c, c1, c2, start, end, g, t, c4, c5), strict=True):
-            out[key].append(v)
+        poll.append(c)
+        sched.append(c1)
+        ready.append(c2)
+        starts.append(start)
+        ends.append(end)
+        gpus.append(g)
+        waits.append(t)
+        d2hs.append(c4)
+        updates.append(c5)
         gpu_free = prev_end = end
         c = c5
+    out: dict[str, Any] = dict(zip(TIME_KEYS, cols, strict=True))
+    out["costs"] = (s, p, d0, u0, d, u)
     return out
 
 
@@ -156,14 +163,12 @@ def _decode_times(model: Any, ctx0: list[int]) -> Any:
 
 
 def _tokens(world: Any, reqs: list, first: list[int], count: int) -> list[list[int]]:
-    """Oracle tokens at output positions first[r] .. first[r] + count - 1 (never EOS here)."""
+    """Oracle tokens at output positions first[r] .. first[r] + count - 1 (WorkloadOracle.token)."""
     oracle = world.executor.oracle
     info = oracle._info
-    keys = np.array([info[r.request_id][0] for r in reqs], dtype=np.uint64)
-    pos = np.array(first, dtype=np.uint64)[:, None] + np.arange(count, dtype=np.uint64)[None, :]
-    with np.errstate(over="ignore"):
-        x = (keys[:, None] + pos) * np.uint64(PHI)
-    toks = (np.uint64(3) + (x >> np.uint64(32)) % np.uint64(oracle._span)).tolist()
+    span = oracle._span
+    toks = [[3 + ((((key + j) * PHI) & MASK64) >> 32) % span for j in range(f, f + count)]
+            for key, f in zip([info[r.request_id][0] for r in reqs], first, strict=True)]
     for row, r, f in zip(toks, reqs, first, strict=True):
         eos = r.eos_token_id
         if eos is None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from .metrics import KIND_CODES, RESOURCE_CODES, MetricsRecorder
 
 ZERO_COLUMNS = ("num_prefill_reqs", "num_prefill_tokens", "num_spec_tokens", "num_waiting",
@@ -75,30 +73,30 @@ def _rows_at(m: MetricsRecorder, phases: list, i: int, mask: list[bool]) -> None
 
 def _token_times(m: MetricsRecorder, reqs: list, k: int, update: list[float]) -> None:
     """First-token times, inter-token gaps (update-major, running order) and their running sums."""
-    b, n = m.req, len(reqs)
+    b, gaps, n = m.req, m.itl_gaps, len(reqs)
+    num_out, last_token, itl_sum, itl_n = b.num_out, b.last_token, b.itl_sum, b.itl_n
     idx = [m.index[r.request_id] for r in reqs]
-    seen = [b.num_out[w] for w in idx]
-    u = np.array(update)
-    diffs = np.diff(u)
-    first_gap = np.array([update[0] - b.last_token[w] if c else 0.0 for w, c in zip(idx, seen, strict=True)])
-    has_first = np.array([c > 0 for c in seen])
-    gaps = np.empty((k, n))
-    gaps[0] = first_gap
-    gaps[1:] = diffs[:, None]
-    flat = gaps.ravel() if has_first.all() else gaps.ravel()[np.concatenate(
-        [has_first, np.ones((k - 1) * n, dtype=bool)])]
-    m.itl_gaps.extend(flat)
-    acc = np.empty((k + 1, n))
-    acc[0] = [b.itl_sum[w] for w in idx]
-    acc[1:] = gaps
-    sums = np.add.accumulate(acc, axis=0)[-1].tolist()
-    for w, c, total in zip(idx, seen, sums, strict=True):
-        if c == 0:
-            b.first_token[w] = update[0]
-        b.itl_sum[w] = total
-        b.itl_n[w] += k if c else k - 1
-        b.last_token[w] = update[-1]
-        b.num_out[w] = c + k
+    u0, u_last = update[0], update[-1]
+    diffs = [update[i] - update[i - 1] for i in range(1, k)]  # every request's gap from then on
+    seen = []
+    for w in idx:  # first update of the stretch, in running order; then each request's sum
+        c = num_out[w]
+        seen.append(c)
+        if c:
+            g = u0 - last_token[w]
+            gaps.append(g)
+            total = itl_sum[w] + g
+        else:
+            b.first_token[w] = u0
+            total = itl_sum[w]
+        for g in diffs:  # the same additions, in the same order, as one update at a time
+            total += g
+        itl_sum[w] = total
+        itl_n[w] += k - 1 + (c > 0)
+        last_token[w] = u_last
+        num_out[w] = c + k
+    for g in diffs:
+        gaps.append_run(g, n)
     if m.record_itl:
         ids, pos, tms = m.itl_rows
         for i in range(k):

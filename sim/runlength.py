@@ -37,6 +37,15 @@ class RunLengths:
             self.counts.append(1)
             self.last = x
 
+    def append_run(self, x: float, count: int) -> None:
+        """`count` equal samples."""
+        if x == self.last:
+            self.counts[-1] += count
+        else:
+            self.values.append(x)
+            self.counts.append(count)
+            self.last = x
+
     def extend(self, xs: np.ndarray) -> None:
         """Samples in order (a 1-d float array), encoded exactly as appending them one by one."""
         if not len(xs):
