@@ -17,6 +17,7 @@ from ..interface import register_policy
 from ..plan import StepPlan
 from ..request import Request, RequestStatus
 from .base import BasePolicy
+from .fastforward import BaselineFastForwardMixin
 
 
 @dataclass
@@ -58,7 +59,7 @@ def admit(policy: BasePolicy, plan: StepPlan, req: Request, num_new: int) -> Non
 
 @register_policy("orca", "Orca iteration-level batching: whole prompts, KV reserved to completion",
                  OrcaConfig)
-class OrcaPolicy(BasePolicy):
+class OrcaPolicy(BaselineFastForwardMixin, BasePolicy):
     """Orca's scheduler on the shared step interface (synchronous: one batch in flight)."""
 
     max_concurrent_batches = 1

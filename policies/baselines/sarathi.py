@@ -16,6 +16,7 @@ from ..interface import register_policy
 from ..plan import StepPlan
 from ..request import RequestStatus
 from .base import BasePolicy
+from .fastforward import BaselineFastForwardMixin
 
 
 @dataclass
@@ -38,7 +39,7 @@ class SarathiConfig(SchedulerConfig):
 
 @register_policy("sarathi", "Sarathi-Serve stall-free batching: decodes first, then prefill chunks "
                  "up to the token budget", SarathiConfig)
-class SarathiPolicy(BasePolicy):
+class SarathiPolicy(BaselineFastForwardMixin, BasePolicy):
     """Stall-free batching on the shared step interface (synchronous: one batch in flight)."""
 
     max_concurrent_batches = 1

@@ -15,6 +15,7 @@ from ..config import SchedulerConfig
 from ..interface import register_policy
 from ..plan import StepPlan
 from .base import BasePolicy
+from .fastforward import BaselineFastForwardMixin
 from .orca import admit, reserve_whole
 
 
@@ -34,7 +35,7 @@ class StaticConfig(SchedulerConfig):
 
 @register_policy("static", "FasterTransformer request-level batching: no admission until the batch "
                  "drains", StaticConfig)
-class StaticPolicy(BasePolicy):
+class StaticPolicy(BaselineFastForwardMixin, BasePolicy):
     """Static batching on the shared step interface (synchronous: one batch in flight)."""
 
     max_concurrent_batches = 1

@@ -20,7 +20,8 @@ from schedsim.policies import list_policies
 from test_sim_properties import SETTINGS, small_config, workloads
 
 POLICIES = [info.name for info in list_policies()]
-JUMPING = {("vllm", "sync"), ("vllm-async", "async")}  # (policy, engine) pairs that fast-forward
+VLLM_JUMPING = {("vllm", "sync"), ("vllm-async", "async")}
+JUMPING = VLLM_JUMPING | {("orca", "sync"), ("sarathi", "sync"), ("static", "sync")}  # pairs that jump
 DIAGNOSTICS = ("sim_wall_s", "fast_forward_jumps", "fast_forward_steps")
 
 
@@ -59,8 +60,8 @@ def trace_config(policy: str, engine: str, trace: str, starved: bool) -> RunConf
 @pytest.mark.parametrize("policy", POLICIES)
 def test_shipped_trace_identical(policy: str, engine: str) -> None:
     summary = assert_same(trace_config(policy, engine, "azure-conv-2023", starved=False))
-    if (policy, engine) in JUMPING:
-        assert summary["fast_forward_steps"] > summary["num_steps"] // 3
+    if (policy, engine) in JUMPING:  # static batching jumps only while nobody waits
+        assert summary["fast_forward_steps"] > (0 if policy == "static" else summary["num_steps"] // 3)
     else:
         assert summary["fast_forward_steps"] == 0
 
@@ -76,7 +77,7 @@ def test_other_traces_identical(policy: str, engine: str, trace: str) -> None:
 @pytest.mark.parametrize("policy", POLICIES)
 def test_kv_starved_identical(policy: str, engine: str) -> None:
     summary = assert_same(trace_config(policy, engine, "azure-conv-2023", starved=True))
-    if policy.startswith("vllm"):
+    if policy.startswith("vllm") or policy == "sarathi":
         assert summary["num_preemptions"] > 0  # the stretches end at, and resume after, preemptions
 
 
@@ -106,7 +107,8 @@ def _policy_state(policy) -> tuple:
                    r.num_output_placeholders, r.num_in_flight_tokens, r.last_sched_seq,
                    tuple(r.block_hashes)) for r in policy.requests.values())
     pool = kv.pool
-    return (reqs, [r.request_id for r in policy.running], policy.current_step,
+    return (reqs, [r.request_id for r in policy.running], getattr(policy, "current_step", None),
+            getattr(policy, "step_id", None),
             {k: list(v) for k, v in kv.req_to_blocks.items()}, dict(kv.num_cached_block),
             list(pool.free_queue), list(pool.ref_cnt), list(pool.block_hash), dict(pool.cached),
             kv.sched_step_seq, kv.processed_step_seq, list(kv.deferred_frees))
@@ -137,7 +139,7 @@ def test_stopping_anywhere_leaves_identical_policy_state(policy: str, engine: st
     assert jumped > 0
 
 
-@pytest.mark.parametrize("policy,engine", sorted(JUMPING))
+@pytest.mark.parametrize("policy,engine", sorted(VLLM_JUMPING))
 @pytest.mark.parametrize("extra", [
     dict(latency_model="table", model="llama-2-7b", gpu="a100-80gb"),  # measured profile
     dict(scheduling_policy="priority"),

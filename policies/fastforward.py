@@ -1,0 +1,164 @@
+"""Exact fast-forward, the policy side shared by every policy that supports it.
+
+A stretch is a run of engine-loop iterations in which `schedule()` gives every running request
+exactly one token and `update_from_output` finishes none. The simulator (`schedsim.fastforward`)
+asks the policy's `ff_running` whether it is in that steady state, `ff_horizon` how many
+iterations its own caps (output-length and max_model_len stops, free KV blocks) allow, and
+`ff_advance` to apply k iterations at once. The KV work of those iterations (new blocks at block
+boundaries, prefix-cache publishing of filled blocks) is replayed through the real
+`KVCacheManager` calls the policy makes, in the order step-by-step scheduling makes them
+(iteration, then schedule before update, then running order), at every iteration where they can
+change anything: free-queue order, evictions and hashes come out identical.
+
+A policy family supplies `ff_running`, `_ff_max_new` (its output-length cap), `_ff_sched_kv` (its
+schedule-time KV call for one decode token) and `_ff_after_advance` (its step counters).
+"""
+
+from __future__ import annotations
+
+from .request import Request
+
+
+class FastForwardBase:
+    """ff_horizon / ff_advance and the KV replay; see the module docstring for the hooks."""
+
+    _ff_out0: dict[str, int]
+
+    def ff_running(self, depth: int) -> list[Request] | None:
+        """The running requests if the next iterations are plain decodes of each, else None."""
+        return None
+
+    def _ff_max_new(self, r: Request) -> int:
+        """The output length at which the policy stops a request."""
+        return r.max_tokens
+
+    def _ff_sched_kv(self, r: Request, total: int, known: int, out0: int, i: int,
+                     toks: list[int]) -> bool:
+        """The schedule-time KV call for one decode token (total = C + i + 1); True if it changed
+        the pool, free queue or cache. `_ff_set(r, out0, i, toks)` first if it reads the outputs."""
+        raise NotImplementedError
+
+    def _ff_after_advance(self, reqs: list[Request], k: int) -> None:
+        """Step counters and per-request fields after k iterations."""
+
+    @property
+    def _ff_lag(self) -> int:
+        """Outputs in flight per request in the steady state: 0 sync, 1 with two batches."""
+        return self.max_concurrent_batches - 1
+
+    def ff_horizon(self, reqs: list[Request], limit: int) -> int:
+        """Iterations (<= limit) before a length cap finishes a request or a block runs short."""
+        cfg = self.config
+        k = limit
+        for r in reqs:
+            out = len(r.output_token_ids)
+            k = min(k, self._ff_max_new(r) - out - 1, cfg.max_model_len - r.prompt_len - out - 1)
+        if k <= 0:
+            return 0
+        bs, tables = self.kv.block_size, self.kv.req_to_blocks
+        offsets: list[int] = []  # iterations at which some request needs a new block
+        for r in reqs:
+            # schedule i needs cdiv(C + i + 1, bs) blocks: a new one when C + i == blocks * bs
+            first = len(tables[r.request_id]) * bs - r.num_computed_tokens
+            offsets.extend(range(max(first, 0), k, bs))
+        free = self.kv.num_free_blocks
+        if sum(1 for x in offsets if x == 0) > free:
+            return 0
+        free += self._ff_released_blocks()  # fenced frees come back in the first update
+        if len(offsets) > free:
+            offsets.sort()
+            k = min(k, offsets[free])  # that schedule would preempt: stop before it
+        return k
+
+    def _ff_released_blocks(self) -> int:
+        """Blocks of deferred frees the first iteration's end_step releases; -1 if some stay fenced.
+
+        A request finished in the update of the iteration before the stretch is fenced by the
+        step scheduled in that iteration, whose update is the stretch's first.
+        """
+        kv = self.kv
+        fence = kv.processed_step_seq + 1
+        if not getattr(self.config, "defer_block_free", False):
+            return 0
+        n = 0
+        for seq, blocks in kv.deferred_frees:
+            if seq > fence:
+                return -1
+            n += len(blocks)
+        return n
+
+    def ff_advance(self, reqs: list[Request], k: int, tokens: list[list[int]]) -> list[float]:
+        """Apply k iterations; tokens[r] are request r's next k delivered tokens.
+
+        Returns the KV usage seen after each of the k schedules.
+        """
+        kv = self.kv
+        usage_after = self._ff_replay_kv(reqs, k, tokens)
+        lag = self._ff_lag
+        for r, toks in zip(reqs, tokens, strict=True):
+            r.output_token_ids.extend(toks[len(r.output_token_ids) - self._ff_out0[r.request_id]:])
+            r.num_computed_tokens = r.prompt_len + len(r.output_token_ids) - 1 + lag
+            r.is_prefill_chunk = False
+        self.finished_req_ids = []  # the first schedule reported them
+        if getattr(self.config, "defer_block_free", False):
+            kv.sched_step_seq += k
+            kv.processed_step_seq += k - 1  # the first end_step ran inside the replay
+            for r in reqs:
+                r.last_sched_seq = kv.sched_step_seq
+        self._ff_after_advance(reqs, k)
+        self._ff_out0 = {}
+        return usage_after
+
+    # ---- KV replay ----
+    def _ff_replay_kv(self, reqs: list[Request], k: int, tokens: list[list[int]]) -> list[float]:
+        """Run the allocations and cache publications of k iterations through the real manager."""
+        kv, bs, lag = self.kv, self.kv.block_size, self._ff_lag
+        start = [(r, r.num_computed_tokens, len(r.output_token_ids)) for r in reqs]
+        self._ff_out0 = {r.request_id: out for r, _, out in start}
+        # Candidates: iteration 0, then every iteration at which a block boundary moves what the
+        # KV call depends on: C + i == m * bs (a new block; async: also a newly full block to
+        # publish) and, sync only, C + i + 1 == m * bs (a newly full block). Between candidates
+        # those quantities do not change while blocks and cached counts only grow, so the call
+        # would change nothing (the vLLM policies skip it by their inlined fast path, the others
+        # find nothing to allocate or publish).
+        # An async update publishes `done` = C + i blocks, which its own iteration's schedule has
+        # already published (same boundary, schedule first): update events are never needed.
+        events: list[tuple[int, int]] = [(0, idx) for idx in range(len(start))]
+        for idx, (_, c, _) in enumerate(start):
+            events.extend((i, idx) for i in range((-c) % bs or bs, k, bs))
+            if not lag:
+                events.extend((i, idx) for i in range((-c - 1) % bs or bs, k, bs))
+        events.append((1, -1))  # after iteration 0's schedule: its update's end_step (fences)
+        events.sort()
+        free0 = kv.num_free_blocks
+        free_counts: list[tuple[int, int]] = []  # (iteration, free blocks after its schedule)
+        fenced = getattr(self.config, "defer_block_free", False)
+        sched_kv = self._ff_sched_kv
+        for i, idx in events:
+            if idx < 0:
+                if fenced:
+                    kv.end_step()  # the first update: releases what it fences
+                    free_counts.append((1, kv.num_free_blocks))
+                continue
+            r, c, out0 = start[idx]
+            # known tokens at this schedule: i outputs delivered since the stretch began
+            if sched_kv(r, c + i + 1, r.prompt_len + out0 + i, out0, i, tokens[idx]):
+                free_counts.append((i, kv.num_free_blocks))
+        return self._usage_per_step(k, free0, free_counts)
+
+    def _ff_set(self, r: Request, out0: int, delivered: int, toks: list[int]) -> None:
+        """Bring the request's output list to out0 + delivered tokens (hashes read them)."""
+        have = len(r.output_token_ids) - out0
+        if delivered > have:
+            r.output_token_ids.extend(toks[have:delivered])
+
+    def _usage_per_step(self, k: int, free0: int, free_counts: list[tuple[int, int]]) -> list[float]:
+        """KV usage after each schedule, from the free-block count (BlockPool.usage's formula)."""
+        usable = self.kv.pool.num_gpu_blocks - 1
+        changes = dict(free_counts)  # the last change within an iteration wins
+        out = [0.0] * k
+        free = free0
+        for i in range(k):
+            free = changes.get(i, free)
+            out[i] = 1.0 - free / usable
+        return out
