@@ -202,6 +202,7 @@ def _apply(world: Any, reqs: list, prev: Any, k: int, times: dict[str, Any]) -> 
     for r in reqs:
         nxt[r.request_id] += k
     engine.num_launched += k
+    engine._idle_empty_plans = 0  # what _note_progress records after a non-empty plan
     world.cpu_now = times["update"][-1]
     world.gpu_free = times["end"][-1]
     if in_flight is not None:

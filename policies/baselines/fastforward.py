@@ -29,6 +29,7 @@ class BaselineFastForwardMixin(FastForwardBase):
         for r in self.running:
             if (r.status != running_status or r.num_output_placeholders or r.num_in_flight_tokens
                     or r.num_stale_output_tokens or r.is_prefill_chunk or r.stop_token_ids
+                    or r.num_spec_tokens or r.structured_output
                     or r.num_computed_tokens != r.prompt_len + len(r.output_token_ids) - 1):
                 return None
         return self.running
