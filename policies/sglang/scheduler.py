@@ -19,6 +19,7 @@ from ..request import Request, RequestStatus
 from .adder import AddReqResult, PrefillAdder
 from .config import SGLangConfig
 from .decode import finishing_inflight, pages_needed, retract_decode
+from .fastforward import SGLangFastForwardMixin
 from .lpm import sort_longest_prefix_first
 from .plan import SGLangStepPlan
 from .slots import NewTokenRatioTracker, ReqToTokenPool
@@ -26,7 +27,7 @@ from .slots import NewTokenRatioTracker, ReqToTokenPool
 
 @register_policy("sglang-overlap", "SGLang 0.5.x overlap scheduler: prefill-first PrefillAdder, "
                  "retract on OOM, one-step-late finishes", SGLangConfig)
-class SGLangOverlapPolicy(BasePolicy):
+class SGLangOverlapPolicy(SGLangFastForwardMixin, BasePolicy):
     """SGLang's Scheduler on the shared step interface."""
 
     clip_max_new_to_pool = True

@@ -21,7 +21,8 @@ from test_sim_properties import SETTINGS, small_config, workloads
 
 POLICIES = [info.name for info in list_policies()]
 VLLM_JUMPING = {("vllm", "sync"), ("vllm-async", "async")}
-JUMPING = VLLM_JUMPING | {("orca", "sync"), ("sarathi", "sync"), ("static", "sync")}  # pairs that jump
+JUMPING = VLLM_JUMPING | {("orca", "sync"), ("sarathi", "sync"), ("static", "sync"),
+                          ("sglang-overlap", "async")}  # (policy, engine) pairs that jump
 DIAGNOSTICS = ("sim_wall_s", "fast_forward_jumps", "fast_forward_steps")
 
 
@@ -111,7 +112,16 @@ def _policy_state(policy) -> tuple:
             getattr(policy, "step_id", None),
             {k: list(v) for k, v in kv.req_to_blocks.items()}, dict(kv.num_cached_block),
             list(pool.free_queue), list(pool.ref_cnt), list(pool.block_hash), dict(pool.cached),
-            kv.sched_step_seq, kv.processed_step_seq, list(kv.deferred_frees))
+            kv.sched_step_seq, kv.processed_step_seq, list(kv.deferred_frees),
+            _sglang_state(policy))
+
+
+def _sglang_state(policy) -> tuple | None:
+    """SGLang's own per-step state: the new-token ratio, request-pool rows, the full flag."""
+    if not hasattr(policy, "ratio"):
+        return None
+    return (policy.ratio.current, dict(policy.pool.slot_of), list(policy.pool.free_slots),
+            policy.batch_is_full, dict(policy.max_new))
 
 
 @pytest.mark.parametrize("starved", [False, True])
