@@ -38,7 +38,8 @@ def wl_spec(rng: random.Random, path: str) -> str:
 def one(seed: int, tmp: str) -> int | str:
     """Steps jumped, or a line describing a difference."""
     rng = random.Random(seed)
-    policy = rng.choice(["vllm", "vllm-async", "vllm", "vllm-async", "orca", "sarathi", "static"])
+    policy = rng.choice(["vllm", "vllm-async", "vllm", "vllm-async", "orca", "sarathi", "static",
+                         "sglang-overlap", "sglang-overlap"])
     kw = dict(policy=policy, trace=wl_spec(rng, f"{tmp}/w{seed % 8}.json"), seed=seed,
               block_size=rng.choice([8, 16, 32]), enable_prefix_caching=rng.random() < 0.8,
               max_tokens_source=rng.choice(["output", "cap"]), record_itl=True)
