@@ -22,8 +22,6 @@ from .request import Request
 class FastForwardBase:
     """ff_horizon / ff_advance and the KV replay; see the module docstring for the hooks."""
 
-    _ff_out0: dict[str, int]
-
     def ff_running(self, depth: int) -> list[Request] | None:
         """The running requests if the next iterations are plain decodes of each, else None."""
         return None
@@ -93,10 +91,11 @@ class FastForwardBase:
         Returns the KV usage seen after each of the k schedules.
         """
         kv = self.kv
-        usage_after = self._ff_replay_kv(reqs, k, tokens)
+        out0 = [len(r.output_token_ids) for r in reqs]
+        usage_after = self._ff_replay_kv(reqs, k, tokens, out0)
         lag = self._ff_lag
-        for r, toks in zip(reqs, tokens, strict=True):
-            r.output_token_ids.extend(toks[len(r.output_token_ids) - self._ff_out0[r.request_id]:])
+        for r, toks, n0 in zip(reqs, tokens, out0, strict=True):
+            r.output_token_ids.extend(toks[len(r.output_token_ids) - n0:])  # the replay added some
             r.num_computed_tokens = r.prompt_len + len(r.output_token_ids) - 1 + lag
             r.is_prefill_chunk = False
         self.finished_req_ids = []  # the first schedule reported them
@@ -106,15 +105,14 @@ class FastForwardBase:
             for r in reqs:
                 r.last_sched_seq = kv.sched_step_seq
         self._ff_after_advance(reqs, k)
-        self._ff_out0 = {}
         return usage_after
 
     # ---- KV replay ----
-    def _ff_replay_kv(self, reqs: list[Request], k: int, tokens: list[list[int]]) -> list[float]:
+    def _ff_replay_kv(self, reqs: list[Request], k: int, tokens: list[list[int]],
+                      out0: list[int]) -> list[float]:
         """Run the allocations and cache publications of k iterations through the real manager."""
         kv, bs, lag = self.kv, self.kv.block_size, self._ff_lag
-        start = [(r, r.num_computed_tokens, len(r.output_token_ids)) for r in reqs]
-        self._ff_out0 = {r.request_id: out for r, _, out in start}
+        start = [(r, r.num_computed_tokens, n0) for r, n0 in zip(reqs, out0, strict=True)]
         # Candidates: iteration 0, then every iteration at which a block boundary moves what the
         # KV call depends on: C + i == m * bs (a new block; async: also a newly full block to
         # publish) and, sync only, C + i + 1 == m * bs (a newly full block). Between candidates

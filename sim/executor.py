@@ -14,7 +14,7 @@ outputs after preemption, is a prefill chunk.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .latency.base import StepShape
@@ -41,7 +41,6 @@ class SimStep:
     ready: float = 0.0
     start: float = float("nan")
     end: float = float("nan")
-    world: Any = field(default=None, repr=False)
 
 
 class SimExecutor:

@@ -2,8 +2,8 @@
 
 Every request decoding in a step sees the same gap since the previous step, so the gaps of one
 run, in delivery order, form long runs of equal values. `RunLengths` keeps (value, count) pairs,
-merging a new sample into the last run when equal (Python float equality, the same test whether
-samples come one by one or as a numpy block, so the encoding is canonical). Statistics are those
+merging a new sample into the last run when equal (Python float equality; `append_run(x, n)` is
+n appends, so the encoding is canonical however the samples arrive). Statistics are those
 of the expanded samples: the mean, and percentiles with numpy's default 'linear' definition.
 """
 
@@ -45,21 +45,6 @@ class RunLengths:
             self.values.append(x)
             self.counts.append(count)
             self.last = x
-
-    def extend(self, xs: np.ndarray) -> None:
-        """Samples in order (a 1-d float array), encoded exactly as appending them one by one."""
-        if not len(xs):
-            return
-        starts = np.flatnonzero(np.concatenate(([True], xs[1:] != xs[:-1])))
-        counts = np.diff(np.append(starts, len(xs)))
-        values = xs[starts]
-        if values[0] == self.last:
-            self.counts[-1] += int(counts[0])
-            values, counts = values[1:], counts[1:]
-        self.values.frombytes(np.ascontiguousarray(values, dtype=float).tobytes())
-        self.counts.frombytes(np.ascontiguousarray(counts, dtype=np.int64).tobytes())
-        if len(values):
-            self.last = float(values[-1])
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(values, counts) as numpy arrays."""

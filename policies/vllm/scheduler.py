@@ -55,7 +55,6 @@ class VllmScheduler(LifecycleMixin, OutputMixin, FastForwardMixin):
         self.preempted_req_ids: list[str] = []
         self.recompute_frontier: dict[str, int] = {}
         self.current_step = 0
-        self._ff_out0: dict[str, int] = {}
 
     # ---------------------------------------------------------------- schedule
     def schedule(self) -> StepPlan:

@@ -42,6 +42,11 @@ def test_flags_are_typed() -> None:
     assert cfg.enable_chunked_prefill is False and cfg.num_gpu_blocks is None and cfg.trace == "x.csv"
 
 
+def test_fast_forward_is_on_by_default_and_the_switch_turns_it_off() -> None:
+    assert _resolve([]).fast_forward is True
+    assert _resolve(["--no-fast-forward"]).fast_forward is False
+
+
 def test_list_and_dict_flags_keep_string_ids() -> None:
     cfg = _resolve(["--kv-load-failures", "5", "r7", "--abort-times", "12=0.5", "--abort-times", "r3=2"])
     assert cfg.kv_load_failures == ["5", "r7"]

@@ -12,14 +12,21 @@ samples = st.lists(st.sampled_from([0.0, 1e-3, 2.5e-3, 0.0125, 0.5, 7.0]), min_s
 
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(xs=samples, split=st.integers(0, 80), q=st.sampled_from([0.0, 12.5, 50.0, 99.0, 100.0]))
-def test_blocks_encode_like_single_appends_and_stats_match_numpy(xs: list[float], split: int,
-                                                                 q: float) -> None:
+def test_runs_encode_like_single_appends_and_stats_match_numpy(xs: list[float], split: int,
+                                                               q: float) -> None:
     one, mixed = RunLengths(), RunLengths()
     for x in xs:
         one.append(x)
     for x in xs[:split]:
         mixed.append(x)
-    mixed.extend(np.array(xs[split:], dtype=float))
+    rest = xs[split:]
+    i = 0
+    while i < len(rest):  # the rest as runs of equal samples, as a fast-forward jump appends them
+        j = i
+        while j < len(rest) and rest[j] == rest[i]:
+            j += 1
+        mixed.append_run(rest[i], j - i)
+        i = j
     assert list(one.values) == list(mixed.values) and list(one.counts) == list(mixed.counts)
     assert np.array_equal(mixed.expand(), np.array(xs))
     assert len(mixed) == len(xs)
@@ -31,6 +38,6 @@ def test_blocks_encode_like_single_appends_and_stats_match_numpy(xs: list[float]
 
 def test_steady_decoding_compresses_to_one_run_per_step() -> None:
     gaps = RunLengths()
-    for step_gap in (0.01, 0.011, 0.01):
-        gaps.extend(np.full(32, step_gap))  # 32 requests decoding: one gap each
-    assert list(gaps.counts) == [32, 32, 32]
+    for step_gap in (0.01, 0.011, 0.011, 0.01):
+        gaps.append_run(step_gap, 32)  # 32 requests decoding: one gap each
+    assert list(gaps.counts) == [32, 64, 32]
