@@ -1,6 +1,7 @@
 """Simulator speed: wall and CPU seconds, steps per second and peak memory, one child process per run.
 
 Usage: python bench/bench_speed.py [--max-requests N] [--generated N] [--no-default] [--policy NAME]
+                                   [--ff-only on|off]
 
 Runs the default replay (the whole Azure conversation trace, vllm-async, Llama-3.1-8B / H100)
 and, with --generated N, a generated N-request workload (`gen:` spec of schedsim.traces), each in
@@ -67,6 +68,7 @@ def main() -> None:
     ap.add_argument("--gen-rate", type=float, default=20.0, help="arrival rate of the generated workload")
     ap.add_argument("--no-default", action="store_true", help="skip the default (Azure) run")
     ap.add_argument("--policy", default="vllm-async")
+    ap.add_argument("--ff-only", choices=("on", "off"), help="run fast-forward on (or off) only")
     ap.add_argument("--child", metavar="TRACE", help=argparse.SUPPRESS)
     ap.add_argument("--ff", default="none", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -80,7 +82,8 @@ def main() -> None:
     if args.generated:
         runs.append((GEN_SPEC.format(rate=args.gen_rate, n=args.generated), None))
     for trace, n in runs:
-        for ff in _ff_modes():
+        modes = _ff_modes() if args.ff_only is None else [args.ff_only == "on"]
+        for ff in modes:
             print(json.dumps(_child(trace, args.policy, n, ff)), flush=True)
     print(f"load average {os.getloadavg()[0]:.1f} at end")
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .metrics import KIND_CODES, RESOURCE_CODES, MetricsRecorder
+from .metrics import KIND_CODES, MetricsRecorder
 
 ZERO_COLUMNS = ("num_prefill_reqs", "num_prefill_tokens", "num_spec_tokens", "num_waiting",
                 "num_preempted", "num_paused", "num_finished", "deferred_sampling")
@@ -29,46 +29,50 @@ def commit_metrics(m: MetricsRecorder, reqs: list, idx0: int, k: int, times: dic
 
 def _timeline_rows(m: MetricsRecorder, idx0: int, k: int, times: dict[str, Any], is_async: bool) -> None:
     """CPU phases and GPU forwards in the order the world appends them (phases with cost > 0)."""
-    res, kind, starts, ends, steps = m.timeline
     s, p, d0, u0, d, u = times["costs"]
     lag = 1 if is_async else 0
     step = list(range(idx0, idx0 + k))
     prev = [x - lag for x in step]
-    cpu, gpu_code, k_ = RESOURCE_CODES["cpu"], RESOURCE_CODES["gpu"], KIND_CODES
-    phases = [(cpu, k_["schedule"], times["poll"], times["sched"], step),
-              (cpu, k_["prepare_inputs"], times["sched"], times["ready"], step),
-              (gpu_code, k_["forward"], times["start"], times["end"], step),
-              (cpu, k_["d2h_copy"], times["wait"], times["d2h"], prev),
-              (cpu, k_["update_from_output"], times["d2h"], times["update"], prev)]
+    k_ = KIND_CODES
+    phases = [(k_["schedule"], times["poll"], times["sched"], step),
+              (k_["prepare_inputs"], times["sched"], times["ready"], step),
+              (k_["d2h_copy"], times["wait"], times["d2h"], prev),
+              (k_["update_from_output"], times["d2h"], times["update"], prev)]
+    forward = (times["start"], times["end"], step)
     gpu = times["gpu"]
-    _rows_at(m, phases, 0, [s > 0, p > 0, gpu[0] > 0, d0 > 0, u0 > 0])
+    _rows_at(m, phases, forward, 0, [s > 0, p > 0, d0 > 0, u0 > 0], gpu[0] > 0)
     if k == 1:
         return
     if not all(g > 0 for g in gpu):  # a zero-time forward is not recorded: row by row
         for i in range(1, k):
-            _rows_at(m, phases, i, [s > 0, p > 0, gpu[i] > 0, d > 0, u > 0])
+            _rows_at(m, phases, forward, i, [s > 0, p > 0, d > 0, u > 0], gpu[i] > 0)
         return
-    cols = [ph for ph, cost in zip(phases, (s, p, 1.0, d, u), strict=True) if cost > 0]
+    for buf, col in zip(m.gpu_timeline, forward, strict=True):
+        buf.extend(col[1:])
+    cols = [ph for ph, cost in zip(phases, (s, p, d, u), strict=True) if cost > 0]
     w, rows = len(cols), k - 1
-    res.extend([c[0] for c in cols] * rows)
-    kind.extend([c[1] for c in cols] * rows)
-    for buf, pos in ((starts, 2), (ends, 3), (steps, 4)):
+    kind, *bufs = m.cpu_timeline
+    kind.extend([c[0] for c in cols] * rows)
+    for buf, pos in zip(bufs, (1, 2, 3), strict=True):
         inter: list[Any] = [None] * (w * rows)
         for j, c in enumerate(cols):
             inter[j::w] = c[pos][1:]  # iteration-major, phase order within an iteration
         buf.extend(inter)
 
 
-def _rows_at(m: MetricsRecorder, phases: list, i: int, mask: list[bool]) -> None:
+def _rows_at(m: MetricsRecorder, phases: list, forward: tuple, i: int, mask: list[bool],
+             with_forward: bool) -> None:
     """The timeline rows of iteration i alone."""
-    res, kind, starts, ends, steps = m.timeline
+    kind, starts, ends, steps = m.cpu_timeline
     for ph, keep in zip(phases, mask, strict=True):
         if keep:
-            res.append(ph[0])
-            kind.append(ph[1])
-            starts.append(ph[2][i])
-            ends.append(ph[3][i])
-            steps.append(ph[4][i])
+            kind.append(ph[0])
+            starts.append(ph[1][i])
+            ends.append(ph[2][i])
+            steps.append(ph[3][i])
+    if with_forward:
+        for buf, col in zip(m.gpu_timeline, forward, strict=True):
+            buf.append(col[i])
 
 
 def _token_times(m: MetricsRecorder, reqs: list, k: int, update: list[float]) -> None:

@@ -8,9 +8,12 @@ from array import array
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from .metrics_hol import HeadOfLineTracker
 from .policies import Policy, Request, RequestOutput, RequestStatus, StepPlan, StepResult
 from .runlength import RunLengths
+from .workload import WorkloadColumns
 
 NAN = math.nan
 FINISH_NAMES = {RequestStatus.FINISHED_STOPPED: "stop", RequestStatus.FINISHED_LENGTH_CAPPED: "length",
@@ -26,65 +29,80 @@ RESOURCES = ("cpu", "gpu")
 TIMELINE_KINDS = ("schedule", "prepare_inputs", "d2h_copy", "update_from_output", "forward")
 RESOURCE_CODES = {name: i for i, name in enumerate(RESOURCES)}
 KIND_CODES = {name: i for i, name in enumerate(TIMELINE_KINDS)}
+# times in float64, counts in int32 (a 1M-request run has millions of steps)
 STEP_TYPES = {"schedule_time": "d", "start": "d", "end": "d", "gpu_time": "d", "kv_usage": "d",
               "deferred_sampling": "b"}
 
 
+COUNTERS = ("num_preemptions", "num_pauses", "num_recomputed_tokens", "num_truncated_tokens")
+
+
 class RequestBuffers:
-    """Per-request columns, indexed by the request's position in the workload."""
+    """Per-request columns, indexed by the request's position in the workload (8 bytes a value)."""
 
     def __init__(self, n: int) -> None:
-        self.first_sched = [NAN] * n
-        self.first_token = [NAN] * n
-        self.last_token = [NAN] * n
-        self.finish_time = [NAN] * n
+        nan, zero = array("d", [NAN]), array("q", [0])
+        self.first_sched, self.first_token, self.last_token, self.finish_time = (
+            nan * n, nan * n, nan * n, nan * n)
         self.finish_reason: list[str | None] = [None] * n
-        self.num_out = [0] * n
-        self.cached = [0] * n
-        self.itl_sum = [0.0] * n
-        self.itl_n = [0] * n
-        self.out_hash: list[int | None] = [None] * n  # set at finish, when the tokens are dropped
+        self.num_out, self.cached, self.itl_n = zero * n, zero * n, zero * n
+        self.itl_sum = array("d", [0.0]) * n
+        self.out_hash = array("q", [-1]) * n  # set at finish, when the tokens are dropped
+        self.counters = {name: zero * n for name in COUNTERS}  # copied when the Request is dropped
 
 
 class MetricsRecorder:
     """Observes the engine (see engine.EngineObserver) and the world's busy intervals."""
 
-    def __init__(self, policy: Policy, requests: Sequence[Request], clock: Callable[[], float],
-                 record_itl: bool = False) -> None:
+    def __init__(self, policy: Policy, workload: WorkloadColumns | Sequence[Request],
+                 clock: Callable[[], float], record_itl: bool = False) -> None:
         self.policy = policy
         self.clock = clock
-        self.requests = list(requests)
-        self.index = {r.request_id: i for i, r in enumerate(self.requests)}
-        self.req = RequestBuffers(len(self.requests))
+        requests = None if isinstance(workload, WorkloadColumns) else list(workload)
+        self.columns = WorkloadColumns.from_requests(requests) if requests is not None else workload
+        self.index: dict[str, int] = {}  # live requests only: request id -> workload row
+        self.live: dict[int, Request] = {}  # workload row -> its Request, until finished
+        self.req = RequestBuffers(len(self.columns))
         self.itl_gaps = RunLengths()  # every inter-token gap, run-length encoded
         self.num_done = 0  # requests finished or aborted so far (progress bar)
         self.record_itl = record_itl
         self.itl_rows: tuple[array, array, array] = (array("i"), array("i"), array("d"))
         # compact typed columns: a whole-trace run has hundreds of thousands of steps
-        self.steps: dict[str, array] = {k: array(STEP_TYPES.get(k, "q")) for k in STEP_FIELDS}
+        self.steps: dict[str, array] = {k: array(STEP_TYPES.get(k, "i")) for k in STEP_FIELDS}
         s = self.steps  # bound appends of the columns filled at schedule time (hot path)
         self._at_schedule = tuple(s[k].append for k in (
             "schedule_time", "start", "end", "gpu_time", "num_running", "num_waiting", "kv_usage",
             "num_preempted", "num_paused"))
         self._zero_at_schedule = tuple(s[k].append for k in ZERO_AT_SCHEDULE)
-        # resource code (RESOURCES), kind code (TIMELINE_KINDS), start, end, step: 22 bytes a row
-        self.timeline: tuple[array, array, array, array, array] = (
-            array("b"), array("b"), array("d"), array("d"), array("i"))
+        # two streams, each in time order as appended (merged into one table at the end):
+        # CPU phases: kind code (TIMELINE_KINDS), start, end, step (21 bytes a row); GPU forwards
+        self.cpu_timeline: tuple[array, array, array, array] = (
+            array("b"), array("d"), array("d"), array("i"))
+        self.gpu_timeline: tuple[array, array, array] = (array("d"), array("d"), array("i"))
         cfg = policy.config
-        self.hol = HeadOfLineTracker(self.requests, cfg.max_num_seqs, cfg.max_num_batched_tokens,
+        self.hol = HeadOfLineTracker(self.columns, cfg.max_num_seqs, cfg.max_num_batched_tokens,
                                      getattr(cfg, "enable_chunked_prefill", True), cfg.block_size,
                                      cfg.num_gpu_blocks - 1,
                                      getattr(cfg, "scheduling_policy", "fcfs") == "priority")
+        for i, r in enumerate(requests or ()):
+            self.admit(i, r)
+
+    def admit(self, i: int, request: Request) -> None:
+        """Workload row i's Request now exists (built on arrival); followed until it finishes."""
+        self.index[request.request_id] = i
+        self.live[i] = request
 
     # ---- world hooks ----
     def add_interval(self, resource: str, kind: str, start: float, end: float, step: int) -> None:
-        """One busy interval of the CPU or the GPU."""
-        t = self.timeline
-        t[0].append(RESOURCE_CODES[resource])
-        t[1].append(KIND_CODES[kind])
-        t[2].append(start)
-        t[3].append(end)
-        t[4].append(step)
+        """One busy interval of the CPU or the GPU (the GPU's are forwards)."""
+        if RESOURCE_CODES[resource]:
+            t = self.gpu_timeline
+        else:
+            t = self.cpu_timeline
+            t[0].append(KIND_CODES[kind])
+        t[-3].append(start)
+        t[-2].append(end)
+        t[-1].append(step)
 
     def on_step_done(self, h: Any) -> None:
         """A launched step finished on the GPU: its composition and times (h is a SimStep)."""
@@ -151,7 +169,9 @@ class MetricsRecorder:
     def on_abort(self, requests: list[Request]) -> None:
         now = self.clock()
         for req in requests:
-            self._finish(self.index[req.request_id], req.request_id, "abort", now)
+            i = self.index.get(req.request_id)
+            if i is not None:  # else: finished (and dropped) before
+                self._finish(i, req.request_id, "abort", now)
 
     # ---- helpers ----
     def _finish(self, i: int, rid: str, reason: str, now: float) -> None:
@@ -161,18 +181,32 @@ class MetricsRecorder:
             b.finish_reason[i] = reason
             b.finish_time[i] = now
             self.num_done += 1
-        req = self.requests[i]
-        if b.out_hash[i] is None and req.is_finished:
-            # hash now and drop the token list: memory stays flat over long traces
-            b.out_hash[i] = output_hash(req.output_token_ids)
-            req.output_token_ids = []
         self.hol.left(i)
         self.hol.preempted.pop(rid, None)
+        req = self.live.get(i)
+        if req is not None and req.is_finished:  # hash, keep the counters, drop the Request
+            self._drop(i, req)
 
-    def output_hashes(self) -> list[int]:
-        """Every request's output hash (hashed now for those still unfinished)."""
-        return [output_hash(r.output_token_ids) if h is None else h
-                for r, h in zip(self.requests, self.req.out_hash, strict=True)]
+    def _drop(self, i: int, req: Request) -> None:
+        """Copy what the requests table needs from a Request and stop following it."""
+        b = self.req
+        b.out_hash[i] = output_hash(req.output_token_ids)
+        req.output_token_ids = []
+        for name in COUNTERS:
+            b.counters[name][i] = getattr(req, name)
+        del self.live[i], self.index[req.request_id]
+
+    def finalize(self) -> None:
+        """At the end of the run: take the outputs and counters of requests still unfinished."""
+        for i, req in list(self.live.items()):
+            self._drop(i, req)
+
+    def output_hashes(self) -> np.ndarray:
+        """Every request's output hash (that of no tokens for one that never arrived)."""
+        self.finalize()
+        h = np.frombuffer(self.req.out_hash, dtype=np.int64).copy()
+        h[h < 0] = EMPTY_HASH
+        return h
 
     def _itl_rows(self, i: int, first: int, n: int, now: float) -> None:
         """Rows of the long per-token table."""
@@ -196,3 +230,6 @@ class MetricsRecorder:
 def output_hash(tokens: list[int]) -> int:
     """CRC32 of a request's output token ids: equal hashes mean equal outputs across runs."""
     return zlib.crc32(array("q", tokens).tobytes())
+
+
+EMPTY_HASH = output_hash([])

@@ -12,26 +12,29 @@ the waiting window, so overloaded runs with long queues stay cheap.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .policies import Request, StepPlan
+from .policies import StepPlan
+
+if TYPE_CHECKING:
+    from .workload import WorkloadColumns
 
 
 class HeadOfLineTracker:
     """Keeps the waiting window in arrival order and charges HOL time step by step."""
 
-    def __init__(self, requests: Sequence[Request], max_num_seqs: int, max_num_batched_tokens: int,
+    def __init__(self, workload: WorkloadColumns, max_num_seqs: int, max_num_batched_tokens: int,
                  chunked: bool, block_size: int, usable_blocks: int, priority: bool) -> None:
-        arrival = np.array([r.arrival_time for r in requests], dtype=float)
-        self.order = np.argsort(arrival, kind="stable")  # rank -> workload index
-        self.rank = np.empty(len(requests), dtype=np.int64)
-        self.rank[self.order] = np.arange(len(requests))
-        self.prompt = np.array([r.prompt_len for r in requests], dtype=np.int64)[self.order]
-        self.prio = np.array([r.priority for r in requests], dtype=np.int64)[self.order]
-        self.waiting = np.zeros(len(requests), dtype=bool)
-        self.hol = np.zeros(len(requests), dtype=float)
+        n = len(workload)
+        self.order = np.argsort(workload.arrival, kind="stable")  # rank -> workload index
+        self.rank = np.empty(n, dtype=np.int64)
+        self.rank[self.order] = np.arange(n)
+        self.prompt = np.asarray(workload.prompt, dtype=np.int64)[self.order]
+        self.prio = np.asarray(workload.priority, dtype=np.int64)[self.order]
+        self.waiting = np.zeros(n, dtype=bool)
+        self.hol = np.zeros(n, dtype=float)
         self.count = self.lo = self.hi = 0
         self.seats, self.budget, self.chunked = max_num_seqs, max_num_batched_tokens, chunked
         self.block_size, self.usable, self.priority = block_size, usable_blocks, priority

@@ -45,35 +45,74 @@ def merged_busy(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndar
     return s[idx], np.append(e[idx[1:] - 1], e[-1])
 
 
+CHUNK = 1 << 20  # rows per slice: summaries of 20M-interval timelines stay within ~100 MB
+
+
 def overlap(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: np.ndarray) -> float:
     """Total length of the intersection of two unions of intervals."""
-    a_start, a_end = merged_busy(a_start, a_end)
+    a_start, a_end = _disjoint(a_start, a_end)
     b_start, b_end = merged_busy(b_start, b_end)
     if len(a_start) == 0 or len(b_start) == 0:
         return 0.0
-    # time covered by b up to t, as a piecewise-linear function evaluated at a's endpoints
-    cum = np.concatenate([[0.0], np.cumsum(b_end - b_start)])
+    cover = _Coverage(b_start, b_end)
+    return float(sum(np.sum(cover(a_end[i:i + CHUNK]) - cover(a_start[i:i + CHUNK]))
+                     for i in range(0, len(a_start), CHUNK)))
 
-    def covered(t: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(b_start, t, side="right")  # b intervals starting at or before t
-        partial = np.clip(t - b_start[np.maximum(i - 1, 0)], 0, None)
-        last = np.minimum(partial, (b_end - b_start)[np.maximum(i - 1, 0)])
-        return cum[np.maximum(i - 1, 0)] + np.where(i > 0, last, 0.0)
 
-    return float(np.sum(covered(a_end) - covered(a_start)))
+def _disjoint(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The intervals as they are when already sorted and disjoint (one thread's), else merged."""
+    if len(start) < 2 or (bool(np.all(start[1:] >= start[:-1])) and bool(np.all(start[1:] >= end[:-1]))):
+        return start, end
+    return merged_busy(start, end)
+
+
+class _Coverage:
+    """Time covered by sorted disjoint intervals up to t: a piecewise-linear function of t."""
+
+    def __init__(self, start: np.ndarray, end: np.ndarray) -> None:
+        self.start, self.length = start, end - start
+        self.cum = np.concatenate([[0.0], np.cumsum(self.length)])
+
+    def __call__(self, t: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(self.start, t, side="right")  # intervals starting at or before t
+        j = np.maximum(i - 1, 0)
+        last = np.minimum(np.clip(t - self.start[j], 0, None), self.length[j])
+        return self.cum[j] + np.where(i > 0, last, 0.0)
 
 
 def busy_figures(timeline: pd.DataFrame, out: dict[str, Any]) -> None:
     """GPU busy/idle and the share of CPU time hidden under GPU time."""
-    cpu, gpu = timeline[timeline["resource"] == "cpu"], timeline[timeline["resource"] == "gpu"]
-    cs, ce = cpu["start"].to_numpy(float), cpu["end"].to_numpy(float)
-    gs, ge = gpu["start"].to_numpy(float), gpu["end"].to_numpy(float)
+    is_gpu = timeline["resource"].to_numpy() == "gpu" if len(timeline) else np.zeros(0, dtype=bool)
+    start, end = timeline["start"].to_numpy(float), timeline["end"].to_numpy(float)
+    gs, ge = start[is_gpu], end[is_gpu]
     out["gpu_busy_s"] = float(np.sum(ge - gs))
-    out["cpu_busy_s"] = float(np.sum(ce - cs))
     span = float(ge.max() - gs.min()) if len(gs) else 0.0
     out["gpu_idle_fraction"] = 1.0 - out["gpu_busy_s"] / span if span > 0 else float("nan")
-    out["cpu_hidden_fraction"] = (overlap(cs, ce, gs, ge) / out["cpu_busy_s"]
-                                  if out["cpu_busy_s"] > 0 else float("nan"))
+    cpu_busy, hidden, disjoint = _cpu_figures(start, end, is_gpu, gs, ge)
+    if not disjoint:  # CPU intervals that overlap each other (not one thread's): merge them first
+        hidden = overlap(start[~is_gpu], end[~is_gpu], gs, ge)
+    out["cpu_busy_s"] = cpu_busy
+    out["cpu_hidden_fraction"] = hidden / cpu_busy if cpu_busy > 0 else float("nan")
+
+
+def _cpu_figures(start: np.ndarray, end: np.ndarray, is_gpu: np.ndarray, gs: np.ndarray,
+                 ge: np.ndarray) -> tuple[float, float, bool]:
+    """CPU busy time and CPU time under GPU time, slice by slice (CPU rows are most rows)."""
+    gs, ge = merged_busy(gs, ge)
+    cover = _Coverage(gs, ge) if len(gs) else None
+    busy = hidden = 0.0
+    prev_end, disjoint = -np.inf, True
+    for i in range(0, len(start), CHUNK):
+        cpu = ~is_gpu[i:i + CHUNK]
+        s, e = start[i:i + CHUNK][cpu], end[i:i + CHUNK][cpu]
+        if len(s) == 0:
+            continue
+        busy += float(np.sum(e - s))
+        disjoint = disjoint and s[0] >= prev_end and bool(np.all(s[1:] >= e[:-1]))
+        prev_end = e[-1]
+        if cover is not None:
+            hidden += float(np.sum(cover(e) - cover(s)))
+    return busy, hidden, disjoint
 
 
 def summarize(requests: pd.DataFrame, steps: pd.DataFrame, timeline: pd.DataFrame,

@@ -2,31 +2,38 @@
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
-from .metrics import RESOURCES, STEP_FIELDS, TIMELINE_KINDS, MetricsRecorder, output_hash  # noqa: F401 (output_hash re-exported)
+from .metrics import KIND_CODES, RESOURCES, STEP_FIELDS, TIMELINE_KINDS, MetricsRecorder, output_hash  # noqa: F401 (output_hash re-exported)
 
 
-def requests_table(m: MetricsRecorder, targets: list[int], rejected: set[str]) -> pd.DataFrame:
+def requests_table(m: MetricsRecorder, targets: Sequence[int], rejected: set[str]) -> pd.DataFrame:
     """One row per workload request."""
-    b, reqs = m.req, m.requests
-    arrival = np.array([r.arrival_time for r in reqs], dtype=float)
-    first_token, finish = np.array(b.first_token), np.array(b.finish_time)
-    num_out = np.array(b.num_out, dtype=np.int64)
+    hashes = m.output_hashes()  # also takes the counters of requests still unfinished
+    b, w = m.req, m.columns
+    arrival = np.asarray(w.arrival, dtype=float)
+    first_token, finish = _floats(b.first_token), _floats(b.finish_time)
+    num_out = _ints(b.num_out)
     with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(num_out >= 2, (np.array(b.last_token) - first_token) / (num_out - 1), np.nan)
-        itl_n = np.array(b.itl_n, dtype=float)
-        mean_itl = np.where(itl_n > 0, np.array(b.itl_sum) / itl_n, np.nan)
-    reasons = [("rejected" if r.request_id in rejected else reason)
-               for r, reason in zip(reqs, b.finish_reason, strict=True)]
-    first_sched = np.array(b.first_sched)
+        tpot = np.where(num_out >= 2, (_floats(b.last_token) - first_token) / (num_out - 1), np.nan)
+        itl_n = _ints(b.itl_n).astype(float)
+        mean_itl = np.where(itl_n > 0, _floats(b.itl_sum) / itl_n, np.nan)
+    reasons = b.finish_reason
+    if rejected:
+        reasons = [("rejected" if rid in rejected else reason)
+                   for rid, reason in zip(w.ids, reasons, strict=True)]
+    first_sched = _floats(b.first_sched)
+    counters = {name: _ints(col) for name, col in b.counters.items()}
     return pd.DataFrame({
-        "request_id": pd.array([r.request_id for r in reqs], dtype="string"),
+        "request_id": pd.array(w.ids, dtype="string"),
         "arrival_time": arrival,
-        "prompt_tokens": np.array([r.prompt_len for r in reqs], dtype=np.int64),
-        "target_output_tokens": np.array(targets, dtype=np.int64),
-        "max_tokens": np.array([r.max_tokens for r in reqs], dtype=np.int64),
+        "prompt_tokens": np.asarray(w.prompt, dtype=np.int64),
+        "target_output_tokens": np.asarray(targets, dtype=np.int64),
+        "max_tokens": np.asarray(w.max_tokens, dtype=np.int64),
         "first_scheduled_time": first_sched,
         "queueing_time": first_sched - arrival,
         "first_token_time": first_token,
@@ -36,42 +43,79 @@ def requests_table(m: MetricsRecorder, targets: list[int], rejected: set[str]) -
         "mean_itl": mean_itl,
         "e2e": finish - arrival,
         "num_output_tokens": num_out,
-        "num_cached_tokens": np.array(b.cached, dtype=np.int64),
+        "num_cached_tokens": _ints(b.cached),
         "finish_reason": pd.array(reasons, dtype="string"),
-        "num_preemptions": np.array([r.num_preemptions for r in reqs], dtype=np.int64),
-        "num_pauses": np.array([r.num_pauses for r in reqs], dtype=np.int64),
-        "num_recomputed_tokens": np.array([r.num_recomputed_tokens for r in reqs], dtype=np.int64),
-        "num_truncated_tokens": np.array([r.num_truncated_tokens for r in reqs], dtype=np.int64),
+        **counters,
         "hol_blocking_time": m.hol.per_request(),
-        "output_hash": np.array(m.output_hashes(), dtype=np.int64),
-    })
+        "output_hash": hashes,
+    }, copy=False)
+
+
+def _floats(a: array) -> np.ndarray:
+    """A float64 column of the recorder (a view: no copy)."""
+    return np.frombuffer(a, dtype=float) if len(a) else np.zeros(0)
+
+
+def _ints(a: array) -> np.ndarray:
+    """An int64 column of the recorder (a view: no copy)."""
+    return np.frombuffer(a, dtype=np.int64) if len(a) else np.zeros(0, dtype=np.int64)
 
 
 def steps_table(m: MetricsRecorder) -> pd.DataFrame:
-    """One row per launched step."""
+    """One row per launched step; the columns are the recorder's buffers, not copies."""
     s = m.steps
-    cols: dict[str, object] = {"step": np.arange(len(s["schedule_time"]), dtype=np.int64)}
+    cols: dict[str, object] = {"step": np.arange(len(s["schedule_time"]), dtype=np.int32)}
     for name in STEP_FIELDS:
-        col = np.array(s[name])
-        cols[name] = col.astype(bool) if name == "deferred_sampling" else col
+        col = _view(s[name])
+        cols[name] = col.view(bool) if name == "deferred_sampling" else col
         if name == "end":
             cols["duration"] = cols["end"] - cols["start"]
-    return pd.DataFrame(cols)
+    return pd.DataFrame(cols, copy=False)
+
+
+def _view(a: array) -> np.ndarray:
+    """A recorder column as numpy, sharing its memory (the recorder is done with it)."""
+    dtype = {"d": np.float64, "q": np.int64, "i": np.int32, "b": np.int8}[a.typecode]
+    return np.frombuffer(a, dtype=dtype) if len(a) else np.zeros(0, dtype=dtype)
+
+
+def _in_start_order(start: np.ndarray, cols: list[np.ndarray]) -> list[np.ndarray]:
+    """A stream's columns by start time, ties in append order (streams are appended in order)."""
+    if len(start) < 2 or bool(np.all(start[1:] >= start[:-1])):
+        return [start, *cols]
+    order = np.argsort(start, kind="stable")
+    return [start[order], *(c[order] for c in cols)]
 
 
 def timeline_table(m: MetricsRecorder) -> pd.DataFrame:
-    """One row per CPU or GPU busy interval, in time order."""
-    res, kind, start, end, step = m.timeline
-    res_codes = np.frombuffer(res, dtype=np.int8) if res else np.zeros(0, dtype=np.int8)
-    kind_codes = np.frombuffer(kind, dtype=np.int8) if kind else np.zeros(0, dtype=np.int8)
-    df = pd.DataFrame({"resource": pd.Categorical.from_codes(res_codes, categories=list(RESOURCES)),
-                       "kind": pd.array(np.array(TIMELINE_KINDS, dtype=object)[kind_codes],
-                                        dtype="string"),
-                       "start": np.frombuffer(start, dtype=float) if start else np.zeros(0),
-                       "end": np.frombuffer(end, dtype=float) if end else np.zeros(0),
-                       "step": np.frombuffer(step, dtype=np.int32).astype(np.int64) if step
-                       else np.zeros(0, dtype=np.int64)})
-    return df.sort_values(["start", "resource"], kind="stable").reset_index(drop=True)
+    """One row per CPU or GPU busy interval, by start time (CPU first at a tie), then append order.
+
+    The two streams are each in time order already, so they are merged, not sorted, column by
+    column, and the recorder's buffers are released as each is merged (a 1M-request run has ~20M
+    intervals): this consumes the recorder's timeline.
+    """
+    cpu = [_view(a) for a in m.cpu_timeline]  # kind, start, end, step
+    gpu = [_view(a) for a in m.gpu_timeline]  # start, end, step
+    m.cpu_timeline = m.gpu_timeline = None  # type: ignore[assignment]
+    cpu[1], cpu[0], cpu[2], cpu[3] = _in_start_order(cpu[1], [cpu[0], cpu[2], cpu[3]])
+    gpu = _in_start_order(gpu[0], gpu[1:])
+    n = len(cpu[1]) + len(gpu[0])
+    g_pos = np.arange(len(gpu[0])) + np.searchsorted(cpu[1], gpu[0], side="right")
+    is_cpu = np.ones(n, dtype=bool)
+    is_cpu[g_pos] = False
+    gpu.insert(0, np.full(len(gpu[0]), KIND_CODES["forward"], dtype=np.int8))
+    cols = []
+    for j in range(4):  # kind, start, end, step
+        out = np.empty(n, dtype=cpu[j].dtype)
+        out[is_cpu] = cpu[j]
+        out[g_pos] = gpu[j]
+        cpu[j] = gpu[j] = None  # type: ignore[call-overload]
+        cols.append(out)
+    kinds, start, end, step = cols
+    return pd.DataFrame({
+        "resource": pd.Categorical.from_codes((~is_cpu).view(np.int8), categories=list(RESOURCES)),
+        "kind": pd.Categorical.from_codes(kinds, categories=list(TIMELINE_KINDS)),
+        "start": start, "end": end, "step": step}, copy=False)
 
 
 def itl_table(m: MetricsRecorder) -> pd.DataFrame:
@@ -80,11 +124,11 @@ def itl_table(m: MetricsRecorder) -> pd.DataFrame:
                        for a, d in zip(m.itl_rows, (np.int32, np.int32, float), strict=True))
     order = np.lexsort((pos, ids))
     ids, pos, times = ids[order], pos[order], times[order]
-    arrival = np.array([r.arrival_time for r in m.requests], dtype=float)
+    arrival = np.asarray(m.columns.arrival, dtype=float)
     prev = np.empty_like(times)
     if len(times):
         prev[0] = arrival[ids[0]]
         prev[1:] = np.where(ids[1:] == ids[:-1], times[:-1], arrival[ids[1:]])
-    rid = np.array([r.request_id for r in m.requests], dtype=object)
+    rid = np.array(m.columns.ids, dtype=object)
     return pd.DataFrame({"request_id": pd.array(rid[ids], dtype="string"),
                          "token_index": pos.astype(np.int64), "time": times, "itl": times - prev})

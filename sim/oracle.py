@@ -71,6 +71,8 @@ class WorkloadOracle:
     def forget(self, request_id: str) -> None:
         """Drop a finished request's entries (keeps memory flat over long traces)."""
         self._info.pop(request_id, None)
+        self._keys.pop(request_id, None)
+        self.targets.pop(request_id, None)
 
     def token(self, req: Request, index: int) -> int:
         """The token at 0-based output position `index` of a request."""

@@ -58,6 +58,7 @@ def _start_at_zero(prep: PreparedWorkload) -> None:
     offset = min(r.arrival_time for r in prep.requests)
     if offset:
         prep.requests = [dataclasses.replace(r, arrival_time=r.arrival_time - offset) for r in prep.requests]
+        prep.columns.arrival = prep.columns.arrival - offset
         prep.aborts = [(t - offset, rid) for t, rid in prep.aborts]
 
 

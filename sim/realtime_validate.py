@@ -92,8 +92,7 @@ def simulate_prepared(cfg: RunConfig, prep: PreparedWorkload, latency_model: Any
     world.run()
     resolved = RealResolved(cfg, f"simulated, GPU model fitted to {backend}", policy_options,
                             policy_options.get("num_gpu_blocks", 0), policy_options.get("max_model_len", 0))
-    sim_prep = dataclasses.replace(prep, requests=requests)
-    return _result(cfg, resolved, sim_prep, metrics, depth, 0.0)
+    return _result(cfg, resolved, prep, metrics, depth, 0.0)
 
 
 def _rel(pred: pd.Series, real: pd.Series) -> pd.Series:

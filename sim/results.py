@@ -40,7 +40,8 @@ REQUEST_COLUMNS: dict[str, str] = {
     "output_hash": "CRC32 of the output token ids (compare runs: equal hash, equal tokens)",
 }
 
-# One row per launched step (batch), in launch order.
+# One row per launched step (batch), in launch order. Times and kv_usage are float64, counts
+# (step and num_*) int32 and deferred_sampling bool: a 1M-request run has millions of steps.
 STEP_COLUMNS: dict[str, str] = {
     "step": "step id (plan.step_id, launch order)",
     "schedule_time": "s, end of the schedule() phase that made the plan",
@@ -62,7 +63,8 @@ STEP_COLUMNS: dict[str, str] = {
     "deferred_sampling": "sampling waited for the previous step's output (structured output)",
 }
 
-# One row per CPU or GPU busy interval.
+# One row per CPU or GPU busy interval, by start time (CPU first at a tie, then in the order the
+# engine recorded them). resource and kind are categoricals, start/end float64, step int32.
 TIMELINE_COLUMNS: dict[str, str] = {
     "resource": "cpu | gpu",
     "kind": "cpu: schedule | prepare_inputs | d2h_copy | update_from_output; gpu: forward (a "

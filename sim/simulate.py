@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -14,10 +15,10 @@ from .metrics import MetricsRecorder
 from .metrics_summary import summarize
 from .metrics_tables import itl_table, requests_table, steps_table, timeline_table
 from .oracle import WorkloadOracle
-from .policies import make_policy
+from .policies import Request, make_policy
 from .results import RunResult
 from .setup import resolve_run
-from .workload import load, prepare
+from .workload import PreparedWorkload, load, prepare
 from .world import InputStream, SimWorld
 
 
@@ -56,20 +57,21 @@ def simulate(config: RunConfig | None = None, workload: pd.DataFrame | None = No
 
             workload = scale_rate(workload, cfg.rate)
     prep = prepare(workload, cfg, resolved.max_model_len)
+    del workload  # the run keeps only the prepared columns
     policy = make_policy(cfg.policy, **resolved.policy_options)
     oracle = WorkloadOracle(cfg.seed, acceptance_rate=cfg.spec_acceptance_rate,
                             kv_load_failures=prep.kv_load_failures)
-    for req, target in zip(prep.requests, prep.targets, strict=True):
-        oracle.add(req.request_id, target)
     depth = _engine_depth(cfg, policy)
     engine = Engine(policy, batch_queue_depth=depth, check_invariants=check_invariants,
                     fast_forward=cfg.fast_forward)
-    arrivals = [r for r in prep.requests if r.request_id not in prep.rejected]
+    rows = prep.arrival_rows()
+    inputs = InputStream(prep.columns.arrival[rows], prep.aborts, make=prep.request)
     world = SimWorld(engine, SimExecutor(oracle, resolved.latency_model, propose_drafts=depth == 1),
-                     resolved.cpu_model, InputStream(arrivals, prep.aborts), until=cfg.max_sim_time)
-    metrics = MetricsRecorder(policy, prep.requests, world.clock, record_itl=cfg.record_itl)
+                     resolved.cpu_model, inputs, until=cfg.max_sim_time)
+    metrics = MetricsRecorder(policy, prep.columns, world.clock, record_itl=cfg.record_itl)
+    inputs.make = _arrival_factory(prep, rows, oracle, metrics)  # Requests built when they arrive
     engine.observer = world.metrics = metrics
-    bar = _progress_bar(len(prep.requests), progress)
+    bar = _progress_bar(len(prep), progress)
     if bar is not None:
         world.on_progress = _bar_updater(bar, metrics)
     try:
@@ -82,6 +84,20 @@ def simulate(config: RunConfig | None = None, workload: pd.DataFrame | None = No
     result.summary["fast_forward_jumps"] = world.num_jumps  # diagnostics, like sim_wall_s
     result.summary["fast_forward_steps"] = world.num_jumped_steps
     return result
+
+
+def _arrival_factory(prep: PreparedWorkload, rows: Any, oracle: WorkloadOracle,
+                     metrics: MetricsRecorder) -> Callable[[int], Request]:
+    """Build the k-th arrival's Request when it is due, and register it with oracle and metrics."""
+    targets = prep.targets
+
+    def make(k: int) -> Request:
+        i = int(rows[k])
+        req = prep.request(i)
+        oracle.add(req.request_id, int(targets[i]))
+        metrics.admit(i, req)
+        return req
+    return make
 
 
 def _bar_updater(bar: Any, metrics: MetricsRecorder) -> Any:

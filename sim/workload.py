@@ -1,10 +1,11 @@
-"""Workload table → policy Requests, oracle targets and the fault plan's abort events."""
+"""Workload table → columns, oracle targets and the fault plan; Requests are built when they arrive."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from .config import RunConfig
@@ -15,14 +16,75 @@ REQUIRED = ("request_id", "arrival_time", "prompt_tokens", "output_tokens")
 
 
 @dataclass
-class PreparedWorkload:
-    """Requests in workload order, which of them are rejected, and the fault plan's events."""
+class WorkloadColumns:
+    """The per-request workload fields the results need, as columns (no Request objects kept)."""
 
-    requests: list[Request]
-    targets: list[int]
+    ids: list[str]
+    arrival: np.ndarray
+    prompt: np.ndarray
+    max_tokens: np.ndarray
+    priority: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @classmethod
+    def from_requests(cls, requests: list[Request]) -> WorkloadColumns:
+        """Columns of ready-made Requests (the real backend's and the validation's runs)."""
+        return cls([r.request_id for r in requests],
+                   np.array([r.arrival_time for r in requests], dtype=float),
+                   np.array([r.prompt_len for r in requests], dtype=np.int64),
+                   np.array([r.max_tokens for r in requests], dtype=np.int64),
+                   np.array([r.priority for r in requests], dtype=np.int64))
+
+
+@dataclass
+class PreparedWorkload:
+    """The workload as columns, which requests are rejected, and the fault plan's events.
+
+    A million-request workload keeps only these arrays; `request(i)` builds row i's Request when
+    it arrives (and the finished one is dropped), so memory stays flat over long traces.
+    """
+
+    columns: WorkloadColumns
+    targets: np.ndarray
+    structured: np.ndarray
+    lora: list
+    hashes: list
+    num_spec_tokens: int = 0
     rejected: set[str] = field(default_factory=set)
     aborts: list[tuple[float, str]] = field(default_factory=list)
     kv_load_failures: set[str] = field(default_factory=set)
+    _requests: list[Request] | None = None
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    def request(self, i: int) -> Request:
+        """A fresh, unscheduled Request for workload row i."""
+        c, lora = self.columns, self.lora[i]
+        return Request(c.ids[i], float(c.arrival[i]), int(c.prompt[i]), int(c.max_tokens[i]),
+                       prompt_block_hashes=self.hashes[i], structured_output=bool(self.structured[i]),
+                       priority=int(c.priority[i]), lora_id=None if lora is None else int(lora),
+                       num_spec_tokens=self.num_spec_tokens)
+
+    @property
+    def requests(self) -> list[Request]:
+        """Every row's Request, built once (small runs: the real backend, tests)."""
+        if self._requests is None:
+            self._requests = [self.request(i) for i in range(len(self))]
+        return self._requests
+
+    @requests.setter
+    def requests(self, value: list[Request]) -> None:
+        self._requests = list(value)
+
+    def arrival_rows(self) -> np.ndarray:
+        """Workload rows that reach the engine (all but the rejected), in workload order."""
+        if not self.rejected:
+            return np.arange(len(self))
+        return np.array([i for i, rid in enumerate(self.columns.ids) if rid not in self.rejected],
+                        dtype=np.int64)
 
 
 def load(cfg: RunConfig) -> pd.DataFrame:
@@ -56,44 +118,47 @@ def _column(df: pd.DataFrame, name: str, default: object) -> list:
             for v in df[name].tolist()]
 
 
+def _max_tokens(df: pd.DataFrame, cfg: RunConfig, room: np.ndarray, outputs: np.ndarray) -> np.ndarray:
+    """The row's max_tokens where given, else the configured source, never below 1."""
+    if cfg.max_tokens_source == "output":
+        fallback = np.minimum(outputs, np.maximum(room, 1))
+    else:
+        fallback = np.minimum(cfg.max_tokens_cap or room, np.maximum(room, 1))
+    if "max_tokens" in df.columns:
+        given = pd.to_numeric(df["max_tokens"], errors="raise")
+        fallback = np.where(given.isna().to_numpy(), fallback, given.fillna(0).to_numpy(np.int64))
+    return np.maximum(1, fallback).astype(np.int64)
+
+
+def _check_rows(ids: list[str], prompts: np.ndarray) -> None:
+    """Reject impossible rows up front, naming the first bad request (Requests are built later)."""
+    bad = np.flatnonzero(prompts < 1)
+    if len(bad):
+        raise ValueError(f"request {ids[bad[0]]}: prompt_len must be >= 1 (workload row {bad[0]}, "
+                         f"column prompt_tokens = {prompts[bad[0]]})")
+
+
 def prepare(df: pd.DataFrame, cfg: RunConfig, max_model_len: int) -> PreparedWorkload:
-    """Build Requests: max_tokens from the row, else a cap; too-long prompts are rejected."""
+    """Columns: max_tokens from the row, else a cap; too-long prompts are rejected."""
     missing = [c for c in REQUIRED if c not in df.columns]
     if missing:
         raise ValueError(f"workload is missing required column(s) {missing}")
     ids = [str(x) for x in df["request_id"].tolist()]
     if len(set(ids)) != len(ids):
         raise ValueError("workload column request_id has duplicate values")
-    arrivals = df["arrival_time"].astype(float).tolist()
-    prompts = df["prompt_tokens"].astype(int).tolist()
-    outputs = df["output_tokens"].astype(int).tolist()
-    cols = {name: _column(df, name, d) for name, d in
-            (("max_tokens", None), ("structured_output", False), ("priority", 0), ("lora_id", None))}
-    hashes = _hashes(df, cfg.block_size)
-    out = PreparedWorkload([], [])
-    for i, rid in enumerate(ids):
-        room = max_model_len - prompts[i]
-        cap = cols["max_tokens"][i]
-        if cap is not None:
-            max_tokens = int(cap)
-        elif cfg.max_tokens_source == "output":
-            max_tokens = min(outputs[i], max(room, 1))
-        else:
-            max_tokens = min(cfg.max_tokens_cap or room, max(room, 1))
-        if room < 1:
-            out.rejected.add(rid)  # vLLM refuses prompts that leave no room to generate
-        req = Request(rid, arrivals[i], prompts[i], max(1, max_tokens),
-                      prompt_block_hashes=hashes[i],
-                      structured_output=bool(cols["structured_output"][i]),
-                      priority=int(cols["priority"][i]),
-                      lora_id=None if cols["lora_id"][i] is None else int(cols["lora_id"][i]),
-                      num_spec_tokens=cfg.num_spec_tokens)
-        out.requests.append(req)
-        out.targets.append(outputs[i])
-    _fault_plan(out, cfg, ids, arrivals)
+    arrivals = df["arrival_time"].to_numpy(dtype=float)
+    prompts = df["prompt_tokens"].to_numpy(dtype=np.int64)
+    outputs = df["output_tokens"].to_numpy(dtype=np.int64)
+    _check_rows(ids, prompts)
+    room = max_model_len - prompts
+    prio = np.array(_column(df, "priority", 0), dtype=np.int64)
+    cols = WorkloadColumns(ids, arrivals, prompts, _max_tokens(df, cfg, room, outputs), prio)
+    lora = _column(df, "lora_id", None) if "lora_id" in df.columns else [None] * len(ids)
+    out = PreparedWorkload(cols, outputs, np.array(_column(df, "structured_output", False), dtype=bool),
+                           lora, _hashes(df, cfg.block_size), cfg.num_spec_tokens)
+    out.rejected = {ids[i] for i in np.flatnonzero(room < 1)}  # vLLM refuses prompts with no room
+    _fault_plan(out, cfg, ids, arrivals.tolist())
     return out
-
-
 def _fault_plan(out: PreparedWorkload, cfg: RunConfig, ids: list[str], arrivals: list[float]) -> None:
     """Explicit and seeded aborts and KV-load failures; unknown ids are errors."""
     known = set(ids)

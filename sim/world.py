@@ -11,9 +11,11 @@ hands the loop to the exact fast-forward (`schedsim.fastforward`).
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import simpy
 
 from .engine import Engine
@@ -28,15 +30,31 @@ ARRIVAL, ABORT = 0, 1
 
 
 class InputStream:
-    """Arrivals and client aborts sorted by time; hands out what is due."""
+    """Arrivals and client aborts sorted by time; hands out what is due.
 
-    def __init__(self, arrivals: Sequence[Request], aborts: Sequence[tuple[float, str]]) -> None:
-        events = [(r.arrival_time, ARRIVAL, i, r) for i, r in enumerate(arrivals)]
-        events += [(t, ABORT, i, rid) for i, (t, rid) in enumerate(aborts)]
-        events.sort(key=lambda e: (e[0], e[1], e[2]))
-        self.times = [e[0] for e in events]
-        self.kinds = [e[1] for e in events]
-        self.items = [e[3] for e in events]
+    Arrivals are either ready Requests or, with `make`, positions that `make` turns into a Request
+    only when it is due: a million-request replay never holds a million Requests.
+    """
+
+    def __init__(self, arrivals: Sequence[Request] | Sequence[float],
+                 aborts: Sequence[tuple[float, str]],
+                 make: Callable[[int], Request] | None = None) -> None:
+        if make is None:
+            times = np.array([r.arrival_time for r in arrivals], dtype=float)
+            make = list(arrivals).__getitem__
+        else:
+            times = np.asarray(arrivals, dtype=float)
+        abort_times = np.array([t for t, _ in aborts], dtype=float)
+        all_times = np.concatenate([times, abort_times])
+        kinds = np.concatenate([np.full(len(times), ARRIVAL, dtype=np.int8),
+                                np.full(len(abort_times), ABORT, dtype=np.int8)])
+        refs = np.concatenate([np.arange(len(times)), np.arange(len(abort_times))])
+        order = np.lexsort((refs, kinds, all_times))  # by time, arrivals before aborts, then order
+        self.times: list[float] = all_times[order].tolist()
+        self.kinds = array("b", kinds[order].tobytes())
+        self.refs = array("q", refs[order].astype(np.int64).tobytes())
+        self.abort_ids = [rid for _, rid in aborts]
+        self.make = make
         self.pos = 0
 
     def next_time(self) -> float | None:
@@ -50,13 +68,14 @@ class InputStream:
         out = Inputs()
         if pos >= n or times[pos] > now:
             return out  # nothing due (most polls)
+        kinds, refs = self.kinds, self.refs
         while pos < n and times[pos] <= now:
-            if self.kinds[pos] == ABORT:
-                out.abort_ids.append(self.items[pos])
+            if kinds[pos] == ABORT:
+                out.abort_ids.append(self.abort_ids[refs[pos]])
             elif aborts_only:
                 break  # later aborts stay queued behind this arrival, in order
             else:
-                out.requests.append(self.items[pos])
+                out.requests.append(self.make(refs[pos]))
             pos += 1
         self.pos = pos
         return out
@@ -119,8 +138,7 @@ class SimWorld:
                     start = self.cpu_now
                     self.cpu_now = end = start + dt
                     if record is not None:  # metrics.add_interval, inlined (hot)
-                        res, knd, starts, ends, steps = record
-                        res(0)  # RESOURCE_CODES["cpu"]
+                        knd, starts, ends, steps = record
                         knd(KIND_CODES[wait.kind])
                         starts(start)
                         ends(end)
@@ -192,7 +210,7 @@ class SimWorld:
 
 
 def _interval_appenders(metrics: MetricsRecorder | None) -> tuple[Callable[[Any], None], ...] | None:
-    """The append methods of the recorder's timeline columns (None without a recorder)."""
+    """The append methods of the recorder's CPU timeline columns (None without a recorder)."""
     if metrics is None:
         return None
-    return tuple(col.append for col in metrics.timeline)
+    return tuple(col.append for col in metrics.cpu_timeline)
