@@ -82,7 +82,9 @@ class _Coverage:
 
 def busy_figures(timeline: pd.DataFrame, out: dict[str, Any]) -> None:
     """GPU busy/idle and the share of CPU time hidden under GPU time."""
-    is_gpu = timeline["resource"].to_numpy() == "gpu" if len(timeline) else np.zeros(0, dtype=bool)
+    res = timeline["resource"]
+    is_gpu = (res.cat.codes.to_numpy() == list(res.cat.categories).index("gpu") if len(timeline)
+              else np.zeros(0, dtype=bool))
     start, end = timeline["start"].to_numpy(float), timeline["end"].to_numpy(float)
     gs, ge = start[is_gpu], end[is_gpu]
     out["gpu_busy_s"] = float(np.sum(ge - gs))
@@ -135,9 +137,9 @@ def summarize(requests: pd.DataFrame, steps: pd.DataFrame, timeline: pd.DataFram
         "request_throughput": done.sum() / duration, "output_throughput": out_tok / duration,
         "total_token_throughput": (in_tok + out_tok) / duration,
     }
-    fin = requests[done]
+    fin = {col: requests[col].to_numpy(float)[done] for col in ("ttft", "tpot", "e2e")}  # no table copy
     for prefix, col in (("ttft", "ttft"), ("tpot", "tpot"), ("e2el", "e2e")):
-        _stats(prefix, fin[col].to_numpy(float), out)
+        _stats(prefix, fin[col], out)
     _run_length_stats("itl", *itl_gaps, out)
     out["mean_queueing_ms"] = float(np.nanmean(requests["queueing_time"])) * 1000 if len(requests) else 0.0
     out["mean_hol_blocking_ms"] = float(requests["hol_blocking_time"].mean()) * 1000 if len(requests) else 0.0
@@ -150,12 +152,12 @@ def summarize(requests: pd.DataFrame, steps: pd.DataFrame, timeline: pd.DataFram
     return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in out.items()}
 
 
-def _goodput(fin: pd.DataFrame, cfg: RunConfig, duration: float, out: dict[str, Any]) -> None:
+def _goodput(fin: dict[str, np.ndarray], cfg: RunConfig, duration: float, out: dict[str, Any]) -> None:
     """Finished requests per second meeting every configured SLO (vLLM's --goodput)."""
-    ok = np.ones(len(fin), dtype=bool)
+    ok = np.ones(len(fin["ttft"]), dtype=bool)
     for slo, col in ((cfg.slo_ttft_ms, "ttft"), (cfg.slo_tpot_ms, "tpot"), (cfg.slo_e2el_ms, "e2e")):
         if slo is not None:
-            v = fin[col].to_numpy(float) * 1000.0
+            v = fin[col] * 1000.0
             ok &= np.isnan(v) | (v <= slo) if col == "tpot" else (v <= slo)
     out["request_goodput"] = float(ok.sum()) / duration
     out["slo"] = {"ttft_ms": cfg.slo_ttft_ms, "tpot_ms": cfg.slo_tpot_ms, "e2el_ms": cfg.slo_e2el_ms}
@@ -168,14 +170,17 @@ def _counters(requests: pd.DataFrame, steps: pd.DataFrame, duration: float, out:
     out["preemption_rate"] = out["num_preemptions"] / duration
     out["recomputed_tokens"] = int(requests["num_recomputed_tokens"].sum())
     out["truncated_tokens"] = int(requests["num_truncated_tokens"].sum())
-    busy = steps[(steps["num_prefill_tokens"] + steps["num_decode_tokens"]) > 0]
-    out["mean_kv_usage"] = float(busy["kv_usage"].mean()) if len(busy) else 0.0
-    out["max_kv_usage"] = float(steps["kv_usage"].max()) if len(steps) else 0.0
-    out["num_steps"] = int(len(busy))
-    out["num_empty_steps"] = int(len(steps) - len(busy))
-    computed = int((steps["num_prefill_tokens"] + steps["num_decode_tokens"]).sum())
+    tokens = steps["num_prefill_tokens"].to_numpy(np.int64) + steps["num_decode_tokens"].to_numpy(np.int64)
+    busy = tokens > 0  # a mask, not a copy of the steps table (millions of rows in long runs)
+    n_busy = int(busy.sum())
+    kv = steps["kv_usage"]
+    out["mean_kv_usage"] = float(kv[busy].mean()) if n_busy else 0.0
+    out["max_kv_usage"] = float(kv.max()) if len(steps) else 0.0
+    out["num_steps"] = n_busy
+    out["num_empty_steps"] = int(len(steps) - n_busy)
+    computed = int(tokens.sum())
     out["recomputed_share"] = out["recomputed_tokens"] / computed if computed else 0.0
-    out["pauses_per_1k_steps"] = 1000.0 * out["num_pauses"] / len(busy) if len(busy) else 0.0
+    out["pauses_per_1k_steps"] = 1000.0 * out["num_pauses"] / n_busy if n_busy else 0.0
     out["pauses_per_request"] = out["num_pauses"] / len(requests) if len(requests) else 0.0
     admitted = requests["num_cached_tokens"].notna() & requests["first_scheduled_time"].notna()
     prompt = int(requests.loc[admitted, "prompt_tokens"].sum())

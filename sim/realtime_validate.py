@@ -82,7 +82,7 @@ def simulate_prepared(cfg: RunConfig, prep: PreparedWorkload, latency_model: Any
         oracle.add(req.request_id, target)
     policy = make_policy(cfg.policy, **policy_options)
     depth = _engine_depth(cfg, policy)
-    engine = Engine(policy, batch_queue_depth=depth)
+    engine = Engine(policy, batch_queue_depth=depth, fast_forward=cfg.fast_forward)
     arrivals = [r for r in requests if r.request_id not in prep.rejected]
     world = SimWorld(engine, SimExecutor(oracle, latency_model, propose_drafts=depth == 1),
                      make_cpu_model(cfg), InputStream(arrivals, prep.aborts),

@@ -11,6 +11,7 @@ import pandas as pd
 from .config import RunConfig
 from .engine import Engine
 from .executor import SimExecutor
+from .memory import pin_mmap_threshold
 from .metrics import MetricsRecorder
 from .metrics_summary import summarize
 from .metrics_tables import itl_table, requests_table, steps_table, timeline_table
@@ -46,6 +47,7 @@ def simulate(config: RunConfig | None = None, workload: pd.DataFrame | None = No
     """Run one simulation; `workload` overrides config.trace (max_requests and rate still apply)."""
     cfg = config or RunConfig()
     wall0 = time.perf_counter()
+    pin_mmap_threshold()  # long runs: columns grow in place, no heap fragmentation
     resolved = resolve_run(cfg)
     if workload is None:
         workload = load(cfg)

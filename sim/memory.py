@@ -1,0 +1,33 @@
+"""Keep glibc from fragmenting the heap under the recorder's growing columns.
+
+The recorder's columns are `array.array`s that grow by realloc to hundreds of MB in long runs.
+glibc raises its mmap threshold each time a large mmapped block is freed (up to 32 MiB), after
+which growing columns are copied around the brk heap and leave holes behind: on a generated
+20,000-request run that was ~0.65 KiB of RSS per request on top of ~1.2 KiB of data. Pinning
+the threshold (mallopt M_MMAP_THRESHOLD, which also turns off the dynamic adjustment) keeps every
+block above it in its own mapping, grown in place by mremap. Measured speed is unchanged.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import sys
+
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
+THRESHOLD = 128 * 1024  # glibc's initial value
+_pinned = False
+
+
+def pin_mmap_threshold(threshold: int = THRESHOLD) -> bool:
+    """Pin glibc's mmap threshold once per process; False where there is no glibc."""
+    global _pinned
+    if _pinned:
+        return True
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None)
+        _pinned = bool(libc.mallopt(M_MMAP_THRESHOLD, threshold))
+    except (OSError, AttributeError):
+        return False
+    return _pinned
