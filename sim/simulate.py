@@ -11,7 +11,7 @@ import pandas as pd
 from .config import RunConfig
 from .engine import Engine
 from .executor import SimExecutor
-from .memory import pin_mmap_threshold
+from .memory import pin_mmap_threshold, release_unused
 from .metrics import MetricsRecorder
 from .metrics_summary import summarize
 from .metrics_tables import itl_table, requests_table, steps_table, timeline_table
@@ -60,6 +60,7 @@ def simulate(config: RunConfig | None = None, workload: pd.DataFrame | None = No
             workload = scale_rate(workload, cfg.rate)
     prep = prepare(workload, cfg, resolved.max_model_len)
     del workload  # the run keeps only the prepared columns
+    release_unused()
     policy = make_policy(cfg.policy, **resolved.policy_options)
     oracle = WorkloadOracle(cfg.seed, acceptance_rate=cfg.spec_acceptance_rate,
                             kv_load_failures=prep.kv_load_failures)
