@@ -130,3 +130,11 @@ def test_busy_figures_in_slices_equal_one_pass(monkeypatch, overlapping_cpu):
         assert got["cpu_busy_s"] == pytest.approx(want["cpu_busy_s"], rel=1e-12)
         assert got["cpu_hidden_fraction"] == pytest.approx(want["cpu_hidden_fraction"], rel=1e-9)
     assert 0.0 < want["cpu_hidden_fraction"] < 1.0
+
+
+def test_heap_settings_apply_on_linux():
+    import sys
+
+    from schedsim.memory import pin_mmap_threshold, release_unused
+    assert pin_mmap_threshold() == sys.platform.startswith("linux")
+    release_unused()  # must not raise, with or without pyarrow loaded
