@@ -62,7 +62,10 @@ class FastForwardBase:
         free = self.kv.num_free_blocks
         if sum(1 for x in offsets if x == 0) > free:
             return 0
-        free += self._ff_released_blocks()  # fenced frees come back in the first update
+        released = self._ff_released_blocks()  # fenced frees come back in the first update
+        if released < 0:
+            return 0  # some stay fenced past it: the family's ff_running should have said so
+        free += released
         if len(offsets) > free:
             offsets.sort()
             k = min(k, offsets[free])  # that schedule would preempt: stop before it

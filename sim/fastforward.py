@@ -24,8 +24,6 @@ from typing import Any
 from .executor import SimStep
 from .fastforward_commit import commit_metrics
 from .latency.base import StepShape
-from .oracle import _PHI as PHI
-from .oracle import MASK64
 from .policies import StepResult
 
 _RID = attrgetter("request_id")
@@ -34,7 +32,7 @@ MIN_JUMP = 2  # shorter stretches cost more to set up than they save
 MAX_JUMP = 4096  # bounds the arrays of one jump
 
 
-def fast_forward(world: Any, wait: Any) -> int:
+def fast_forward(world: Any) -> int:
     """Jump over as many steady iterations as provably change nothing; returns how many."""
     engine = world.engine
     policy = engine.policy
@@ -163,22 +161,9 @@ def _decode_times(model: Any, ctx0: list[int]) -> Any:
 
 
 def _tokens(world: Any, reqs: list, first: list[int], count: int) -> list[list[int]]:
-    """Oracle tokens at output positions first[r] .. first[r] + count - 1 (WorkloadOracle.token)."""
-    oracle = world.executor.oracle
-    info = oracle._info
-    span = oracle._span
-    toks = [[3 + ((((key + j) * PHI) & MASK64) >> 32) % span for j in range(f, f + count)]
-            for key, f in zip([info[r.request_id][0] for r in reqs], first, strict=True)]
-    for row, r, f in zip(toks, reqs, first, strict=True):
-        eos = r.eos_token_id
-        if eos is None:
-            continue
-        last = info[r.request_id][1]  # the EOS position, or a synthetic id equal to EOS: ask the oracle
-        if eos in row or f <= last < f + count:
-            for j, t in enumerate(row):
-                if t == eos or f + j == last:
-                    row[j] = oracle.token(r, f + j)
-    return toks
+    """Oracle tokens at output positions first[r] .. first[r] + count - 1."""
+    tokens = world.executor.oracle.tokens
+    return [tokens(r, f, count) for r, f in zip(reqs, first, strict=True)]
 
 
 def _apply(world: Any, reqs: list, prev: Any, k: int, times: dict[str, Any]) -> None:

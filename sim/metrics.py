@@ -202,8 +202,8 @@ class MetricsRecorder:
             self._drop(i, req)
 
     def output_hashes(self) -> np.ndarray:
-        """Every request's output hash (that of no tokens for one that never arrived)."""
-        self.finalize()
+        """Every request's output hash (that of no tokens for one that never arrived); after
+        `finalize` for requests still running."""
         h = np.frombuffer(self.req.out_hash, dtype=np.int64).copy()
         h[h < 0] = EMPTY_HASH
         return h

@@ -13,21 +13,22 @@ from .metrics import KIND_CODES, RESOURCES, STEP_FIELDS, TIMELINE_KINDS, Metrics
 
 def requests_table(m: MetricsRecorder, targets: Sequence[int], rejected: set[str]) -> pd.DataFrame:
     """One row per workload request."""
-    hashes = m.output_hashes()  # also takes the counters of requests still unfinished
+    m.finalize()  # outputs and counters of requests still unfinished
+    hashes = m.output_hashes()
     b, w = m.req, m.columns
     arrival = np.asarray(w.arrival, dtype=float)
-    first_token, finish = _floats(b.first_token), _floats(b.finish_time)
-    num_out = _ints(b.num_out)
+    first_token, finish = _view(b.first_token), _view(b.finish_time)
+    num_out = _view(b.num_out)
     with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(num_out >= 2, (_floats(b.last_token) - first_token) / (num_out - 1), np.nan)
-        itl_n = _ints(b.itl_n).astype(float)
-        mean_itl = np.where(itl_n > 0, _floats(b.itl_sum) / itl_n, np.nan)
+        tpot = np.where(num_out >= 2, (_view(b.last_token) - first_token) / (num_out - 1), np.nan)
+        itl_n = _view(b.itl_n).astype(float)
+        mean_itl = np.where(itl_n > 0, _view(b.itl_sum) / itl_n, np.nan)
     reasons = b.finish_reason
     if rejected:
         reasons = [("rejected" if rid in rejected else reason)
                    for rid, reason in zip(w.ids, reasons, strict=True)]
-    first_sched = _floats(b.first_sched)
-    counters = {name: _ints(col) for name, col in b.counters.items()}
+    first_sched = _view(b.first_sched)
+    counters = {name: _view(col) for name, col in b.counters.items()}
     return pd.DataFrame({
         "request_id": pd.array(w.ids, dtype="string"),
         "arrival_time": arrival,
@@ -43,22 +44,12 @@ def requests_table(m: MetricsRecorder, targets: Sequence[int], rejected: set[str
         "mean_itl": mean_itl,
         "e2e": finish - arrival,
         "num_output_tokens": num_out,
-        "num_cached_tokens": _ints(b.cached),
+        "num_cached_tokens": _view(b.cached),
         "finish_reason": pd.array(reasons, dtype="string"),
         **counters,
         "hol_blocking_time": m.hol.per_request(),
         "output_hash": hashes,
     }, copy=False)
-
-
-def _floats(a: array) -> np.ndarray:
-    """A float64 column of the recorder (a view: no copy)."""
-    return np.frombuffer(a, dtype=float) if len(a) else np.zeros(0)
-
-
-def _ints(a: array) -> np.ndarray:
-    """An int64 column of the recorder (a view: no copy)."""
-    return np.frombuffer(a, dtype=np.int64) if len(a) else np.zeros(0, dtype=np.int64)
 
 
 def steps_table(m: MetricsRecorder) -> pd.DataFrame:

@@ -86,6 +86,19 @@ class WorkloadOracle:
                 tok = 3 + (tok - 2) % self._span
         return tok
 
+    def tokens(self, req: Request, first: int, count: int) -> list[int]:
+        """`token` at positions first .. first + count - 1, the same formula as one list (jumps)."""
+        key, last = self._info[req.request_id]
+        span = self._span
+        row = [3 + ((((key + j) * _PHI) & MASK64) >> 32) % span for j in range(first, first + count)]
+        eos = req.eos_token_id
+        special = {eos, *req.stop_token_ids}  # ids token() would remap
+        if (eos is not None and first <= last < first + count) or not special.isdisjoint(row):
+            for j, t in enumerate(row):  # the EOS position, or an id token() remaps: ask it
+                if t in special or first + j == last:
+                    row[j] = self.token(req, first + j)
+        return row
+
     def num_accepted(self, request_id: str, index: int, num_drafts: int) -> int:
         """Drafts accepted when verifying `num_drafts` drafts after output position `index`."""
         p = self.acceptance_rate

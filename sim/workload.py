@@ -153,7 +153,7 @@ def prepare(df: pd.DataFrame, cfg: RunConfig, max_model_len: int) -> PreparedWor
     room = max_model_len - prompts
     prio = np.array(_column(df, "priority", 0), dtype=np.int64)
     cols = WorkloadColumns(ids, arrivals, prompts, _max_tokens(df, cfg, room, outputs), prio)
-    lora = _column(df, "lora_id", None) if "lora_id" in df.columns else [None] * len(ids)
+    lora = _column(df, "lora_id", None)
     out = PreparedWorkload(cols, outputs, np.array(_column(df, "structured_output", False), dtype=bool),
                            lora, _hashes(df, cfg.block_size), cfg.num_spec_tokens)
     out.rejected = {ids[i] for i in np.flatnonzero(room < 1)}  # vLLM refuses prompts with no room

@@ -156,7 +156,7 @@ class SimWorld:
             elif kind is PollInputs:
                 value = self.inputs.take(self.cpu_now, wait.aborts_only)
             elif kind is Jump:
-                value = self._jump(wait)
+                value = self._jump()
             elif kind is Sample:
                 self._release(wait.handle)
             elif kind is WaitArrival:
@@ -200,9 +200,9 @@ class SimWorld:
         if self.metrics is not None:
             self.metrics.on_step_done(h)
 
-    def _jump(self, wait: Jump) -> int:
+    def _jump(self) -> int:
         """Exact fast-forward over steady decode steps (see schedsim.fastforward)."""
-        n = fast_forward(self, wait)
+        n = fast_forward(self)
         if n:
             self.num_jumps += 1
             self.num_jumped_steps += n

@@ -214,14 +214,18 @@ class RooflineModel:
         return max(flops / (self._flops * c.attn_compute_eff),
                    nbytes / (self._bw * c.attn_memory_eff)) + self._attn_ovh
 
+    def plain_decode_attention(self, num_decodes: int, ctx_sum: int) -> float:
+        """One layer's attention of plain decodes (no drafts) from their count and context sum."""
+        pairs = ctx_sum + num_decodes
+        return self._attention_time(pairs * self._attn_flop,
+                                    pairs * self._kv_byte + num_decodes * self._q_byte)
+
     def decode_step_time(self, num_decodes: int, ctx_sum: int) -> float:
         """step_time of plain decodes (no prefill, no drafts) from their count and context sum.
 
         step_time routes such shapes here, so the fast-forward gets the very same float.
         """
-        pairs = ctx_sum + num_decodes
-        attn = self._attention_time(pairs * self._attn_flop,
-                                    pairs * self._kv_byte + num_decodes * self._q_byte)
+        attn = self.plain_decode_attention(num_decodes, ctx_sum)
         return self.dense_time(num_decodes) + self.model.num_layers * attn + self.head_time(num_decodes)
 
     # ---- whole step -----------------------------------------------------------------------

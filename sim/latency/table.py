@@ -170,9 +170,7 @@ class TableModel:
     def decode_step_time(self, num_decodes: int, ctx_sum: int) -> float:
         """step_time of plain decodes from their count and context sum (the fast-forward's path)."""
         rl = self.roofline
-        pairs = ctx_sum + num_decodes
-        attn = rl._attention_time(pairs * rl._attn_flop,
-                                  pairs * rl._kv_byte + num_decodes * rl._q_byte)
+        attn = rl.plain_decode_attention(num_decodes, ctx_sum)
         return self.dense_time(num_decodes) + self.model.num_layers * attn + rl.head_time(num_decodes)
 
     def breakdown(self, shape: StepShape) -> dict[str, float]:

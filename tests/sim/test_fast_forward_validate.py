@@ -17,8 +17,8 @@ def test_simulate_prepared_identical_with_fast_forward(monkeypatch, policy):
     jumps: list[int] = []
     jump = SimWorld._jump
 
-    def counted(self: SimWorld, wait: object) -> int:
-        n = jump(self, wait)
+    def counted(self: SimWorld) -> int:
+        n = jump(self)
         jumps.append(n)
         return n
     monkeypatch.setattr(SimWorld, "_jump", counted)

@@ -104,3 +104,22 @@ def test_kv_load_failure_fires_once() -> None:
     o = WorkloadOracle(seed=0, kv_load_failures=["a"])
     o.add("a", 5)
     assert o.kv_load_fails("a") and not o.kv_load_fails("a")
+
+
+@pytest.mark.parametrize("kw", [{}, {"eos_token_id": 5}, {"eos_token_id": 5, "ignore_eos": True},
+                                {"eos_token_id": None}, {"stop_token_ids": "row"}],
+                         ids=["eos", "eos_in_vocab", "ignore_eos", "no_eos", "stop_ids"])
+def test_tokens_run_equals_token_at_each_position(kw: dict) -> None:
+    o = WorkloadOracle(seed=7, vocab_size=12)  # a small vocabulary: synthetic ids hit EOS and stops
+    o.add("r", 30)
+    if kw.get("stop_token_ids") == "row":
+        kw = {"stop_token_ids": tuple(o.tokens(Request("r", 0.0, 4, 40), 0, 6)[:2])}
+    req = Request("r", 0.0, 4, 40, **kw)
+    one = [o.token(req, i) for i in range(40)]
+    for first, count in ((0, 40), (5, 30), (29, 1), (17, 9)):
+        assert o.tokens(req, first, count) == one[first:first + count]
+    if req.eos_token_id is not None and not req.ignore_eos:
+        assert one[29] == req.eos_token_id and req.eos_token_id not in one[:29]
+    elif req.eos_token_id is not None:
+        assert req.eos_token_id not in one  # synthetic ids equal to EOS were remapped
+    assert not set(one) & set(req.stop_token_ids)

@@ -12,7 +12,7 @@ import schedsim.metrics_summary as summary_mod
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from schedsim import RunConfig, simulate
-from schedsim.metrics import RESOURCES, TIMELINE_KINDS, MetricsRecorder
+from schedsim.metrics import RESOURCES, TIMELINE_KINDS, MetricsRecorder, output_hash
 from schedsim.metrics_tables import timeline_table
 from schedsim.policies import Request
 from schedsim.workload import PreparedWorkload
@@ -57,8 +57,13 @@ def test_requests_after_max_sim_time_are_never_built(monkeypatch):
     res = simulate(RunConfig(trace=GEN, max_sim_time=3.0))
     arrived = int((res.requests["arrival_time"] <= 3.0).sum())
     assert 0 < len(built) <= arrived < len(res.requests)
-    unfinished = res.requests[res.requests["finish_reason"].isna()]
-    assert len(unfinished) > 0 and (unfinished["num_output_tokens"] >= 0).all()
+    req = res.requests
+    unfinished = req[req["finish_reason"].isna() & (req["num_output_tokens"] > 0)]
+    assert len(unfinished) > 0  # built, running at the cut: its tokens hashed at the end
+    assert (unfinished["output_hash"] != output_hash([])).all()
+    never = req[req["arrival_time"] > 3.0]
+    assert len(never) > 0 and (never["num_output_tokens"] == 0).all()
+    assert (never["output_hash"] == output_hash([])).all() and never["first_token_time"].isna().all()
 
 
 def _old_timeline(rows: list[tuple[int, int, float, float, int]]) -> pd.DataFrame:
