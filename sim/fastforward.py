@@ -162,8 +162,7 @@ def _decode_times(model: Any, ctx0: list[int]) -> Any:
 
 def _tokens(world: Any, reqs: list, first: list[int], count: int) -> list[list[int]]:
     """Oracle tokens at output positions first[r] .. first[r] + count - 1."""
-    tokens = world.executor.oracle.tokens
-    return [tokens(r, f, count) for r, f in zip(reqs, first, strict=True)]
+    return world.executor.oracle.token_rows(reqs, first, count)
 
 
 def _apply(world: Any, reqs: list, prev: Any, k: int, times: dict[str, Any]) -> None:

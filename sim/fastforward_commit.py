@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import reduce
+from operator import add
 from typing import Any
 
 from .metrics import KIND_CODES, MetricsRecorder
@@ -93,9 +95,7 @@ def _token_times(m: MetricsRecorder, reqs: list, k: int, update: list[float]) ->
         else:
             b.first_token[w] = u0
             total = itl_sum[w]
-        for g in diffs:  # the same additions, in the same order, as one update at a time
-            total += g
-        itl_sum[w] = total
+        itl_sum[w] = reduce(add, diffs, total)  # the same additions, in the same order
         itl_n[w] += k - 1 + (c > 0)
         last_token[w] = u_last
         num_out[w] = c + k

@@ -15,13 +15,16 @@ Rules (the same as the conformance fake model, issue 2 section 7):
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+
+import numpy as np
 
 from .policies import Request
 
 MASK64 = (1 << 64) - 1
 _INV_2_53 = 1.0 / (1 << 53)
 _PHI = 0x9E3779B97F4A7C15  # 2^64 / golden ratio: spreads consecutive positions
+_PHI_U64, _U32, _U3 = np.uint64(_PHI), np.uint64(32), np.uint64(3)
 
 
 def mix64(x: int) -> int:
@@ -88,16 +91,28 @@ class WorkloadOracle:
 
     def tokens(self, req: Request, first: int, count: int) -> list[int]:
         """`token` at positions first .. first + count - 1, the same formula as one list (jumps)."""
-        key, last = self._info[req.request_id]
-        span = self._span
-        row = [3 + ((((key + j) * _PHI) & MASK64) >> 32) % span for j in range(first, first + count)]
-        eos = req.eos_token_id
-        special = {eos, *req.stop_token_ids}  # ids token() would remap
-        if (eos is not None and first <= last < first + count) or not special.isdisjoint(row):
-            for j, t in enumerate(row):  # the EOS position, or an id token() remaps: ask it
-                if t in special or first + j == last:
-                    row[j] = self.token(req, first + j)
-        return row
+        return self.token_rows([req], [first], count)[0]
+
+    def token_rows(self, reqs: Sequence[Request], firsts: Sequence[int], count: int) -> list[list[int]]:
+        """`tokens` of many requests at once: the formula on a uint64 grid (it wraps as MASK64 does)."""
+        info = self._info
+        keys = np.fromiter((info[r.request_id][0] for r in reqs), np.uint64, len(reqs))
+        keys += np.fromiter(firsts, np.uint64, len(reqs))
+        grid = keys[:, None] + np.arange(count, dtype=np.uint64)
+        grid *= _PHI_U64
+        grid >>= _U32
+        grid %= np.uint64(self._span)
+        grid += _U3
+        rows: list[list[int]] = grid.tolist()
+        for req, first, row in zip(reqs, firsts, rows, strict=True):
+            last = info[req.request_id][1]
+            eos = req.eos_token_id
+            special = {eos, *req.stop_token_ids}  # ids token() would remap
+            if (eos is not None and first <= last < first + count) or not special.isdisjoint(row):
+                for j, t in enumerate(row):  # the EOS position, or an id token() remaps: ask it
+                    if t in special or first + j == last:
+                        row[j] = self.token(req, first + j)
+        return rows
 
     def num_accepted(self, request_id: str, index: int, num_drafts: int) -> int:
         """Drafts accepted when verifying `num_drafts` drafts after output position `index`."""

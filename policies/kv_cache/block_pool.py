@@ -58,32 +58,26 @@ class BlockPool:
         free_queue = self.free_queue
         if num_blocks > len(free_queue):
             raise ValueError(f"cannot get {num_blocks} free blocks from the pool ({len(free_queue)} free)")
-        ref_cnt = self.ref_cnt
-        block_hash = self.block_hash
+        ref_cnt, block_hash, cached = self.ref_cnt, self.block_hash, self.cached
+        pop = free_queue.popitem
         out = []
         for _ in range(num_blocks):
-            bid = free_queue.popitem(last=False)[0]
-            if block_hash[bid] is not None:
-                self._evict(bid)
+            bid = pop(last=False)[0]
+            h = block_hash[bid]
+            if h is not None:  # evict: the block is about to hold other content
+                block_hash[bid] = None
+                entry = cached.get(h)
+                if entry is not None:
+                    if type(entry) is int:
+                        if entry == bid:
+                            del cached[h]
+                    elif bid in entry:
+                        entry.remove(bid)
+                        if not entry:
+                            del cached[h]
             ref_cnt[bid] = 1
             out.append(bid)
         return out
-
-    def _evict(self, bid: int) -> None:
-        """Drop a block's hash from the prefix cache (it is about to hold other content)."""
-        h = self.block_hash[bid]
-        self.block_hash[bid] = None
-        entry = self.cached.get(h)
-        if entry is None:
-            return
-        if type(entry) is int:
-            if entry == bid:
-                del self.cached[h]
-            return
-        if bid in entry:
-            entry.remove(bid)
-            if not entry:
-                del self.cached[h]
 
     def touch(self, block_ids: Iterable[int]) -> None:
         """A prefix hit takes a reference, pulling unreferenced blocks out of the free queue."""
@@ -118,16 +112,22 @@ class BlockPool:
 
     def cache_block(self, bid: int, block_hash: int) -> None:
         """Publish a full block's content hash so later requests can hit it."""
-        if self.block_hash[bid] == block_hash:
-            return
-        self.block_hash[bid] = block_hash
-        entry = self.cached.get(block_hash)
-        if entry is None:
-            self.cached[block_hash] = bid
-        elif type(entry) is int:
-            self.cached[block_hash] = [entry, bid]
-        else:
-            entry.append(bid)
+        self.cache_blocks((bid,), (block_hash,))
+
+    def cache_blocks(self, block_ids: Iterable[int], hashes: Iterable[int]) -> None:
+        """cache_block for each pair, in order (one call per published run of blocks)."""
+        block_hash, cached = self.block_hash, self.cached
+        for bid, h in zip(block_ids, hashes, strict=True):
+            if block_hash[bid] == h:
+                continue
+            block_hash[bid] = h
+            entry = cached.get(h)
+            if entry is None:
+                cached[h] = bid
+            elif type(entry) is int:
+                cached[h] = [entry, bid]
+            else:
+                entry.append(bid)
 
     def check_invariants(self, held: dict[int, int]) -> None:
         """free + held + null == total; ref counts equal the references `held` counts per block."""

@@ -52,6 +52,9 @@ def ensure_block_hashes(request: Request, num_blocks: int, block_size: int) -> l
     if have >= num_blocks:
         return hashes
     limit = min(num_blocks, request.num_tokens // block_size)
+    if request.prompt_token_ids is None and request.prompt_block_hashes is None:
+        _extend_unknown_prompt(request, hashes, limit, block_size)
+        return hashes
     parent = hashes[-1] if have else NONE_HASH
     salt = None
     for idx in range(have, limit):
@@ -62,3 +65,24 @@ def ensure_block_hashes(request: Request, num_blocks: int, block_size: int) -> l
             parent = hash((hashes[-1] if hashes else NONE_HASH, _UNIQUE_TAG, salt, idx))
         hashes.append(parent)
     return hashes
+
+
+def _extend_unknown_prompt(request: Request, hashes: list[int], limit: int, block_size: int) -> None:
+    """ensure_block_hashes' loop for a prompt known only by its length (traces without tokens).
+
+    Blocks that start inside the prompt are unique to the request; later ones hash their outputs.
+    """
+    have = len(hashes)
+    parent = hashes[-1] if have else NONE_HASH
+    prompt_len = request.prompt_len
+    split = min(limit, -(-prompt_len // block_size))
+    if have < split:
+        salt = _request_salt(request.request_id)
+        for idx in range(have, split):
+            parent = hash((parent, _UNIQUE_TAG, salt, idx))
+            hashes.append(parent)
+    outs = request.output_token_ids
+    for idx in range(max(have, split), limit):
+        start = idx * block_size - prompt_len
+        parent = hash((parent, tuple(outs[start:start + block_size])))
+        hashes.append(parent)

@@ -199,10 +199,7 @@ class KVCacheManager:
         num_full = min(num_full, len(hashes))
         if num_full <= num_cached:
             return
-        blocks = self.req_to_blocks[rid]
-        cache_block = self.pool.cache_block
-        for i in range(num_cached, num_full):
-            cache_block(blocks[i], hashes[i])
+        self.pool.cache_blocks(self.req_to_blocks[rid][num_cached:num_full], hashes[num_cached:num_full])
         self.num_cached_block[rid] = num_full
 
     # ---- freeing ----
