@@ -100,6 +100,7 @@ class FastForwardBase:
         for r, toks, n0 in zip(reqs, tokens, out0, strict=True):
             r.output_token_ids.extend(toks[len(r.output_token_ids) - n0:])  # the replay added some
             r.num_computed_tokens = r.prompt_len + len(r.output_token_ids) - 1 + lag
+            r.num_in_flight_tokens = lag  # a prefill chunk in flight at the start has landed
             r.is_prefill_chunk = False
         self.finished_req_ids = []  # the first schedule reported them
         if getattr(self.config, "defer_block_free", False):

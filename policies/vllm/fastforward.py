@@ -33,8 +33,11 @@ class FastForwardMixin(FastForwardBase):
         lag = self.max_concurrent_batches - 1  # outputs in flight per request: 0 sync, 1 async
         running_status = RequestStatus.RUNNING
         for r in self.running:
+            # async: a request whose (last) prefill chunk is in flight is steady from the next
+            # schedule on; the simulator checks that chunk samples its first token
             if (r.status != running_status or r.num_output_placeholders != lag
-                    or r.num_in_flight_tokens != lag or r.num_stale_output_tokens
+                    or (r.num_in_flight_tokens != lag if not lag else r.num_in_flight_tokens < 1)
+                    or r.num_stale_output_tokens
                     or r.structured_output or r.stop_token_ids or r.num_spec_tokens
                     or (r.spec_token_ids and not self.is_async)
                     or r.num_computed_tokens != r.prompt_len + len(r.output_token_ids) - 1 + lag):
