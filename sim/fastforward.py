@@ -28,7 +28,7 @@ from .policies import StepResult
 
 _RID = attrgetter("request_id")
 TIME_KEYS = ("poll", "sched", "ready", "start", "end", "gpu", "wait", "d2h", "update")
-MIN_JUMP = 2  # shorter stretches cost more to set up than they save
+MIN_JUMP = 1  # shorter stretches cost more to set up than they save
 MAX_JUMP = 4096  # bounds the arrays of one jump
 
 
@@ -107,6 +107,8 @@ def _timeline(world: Any, reqs: list, prev: Any, limit: int) -> dict[str, Any]:
         d0, u0 = phase("d2h_copy", m, tok), phase("update_from_output", m, tok)
     nxt_input = world.inputs.next_time()
     nxt_input = math.inf if nxt_input is None else nxt_input
+    nxt_abort = world.inputs.next_abort_poll_time()  # the mid-iteration poll takes only aborts
+    nxt_abort = math.inf if nxt_abort is None else nxt_abort
     until, model = world.until, world.executor.latency_model
     c, gpu_free = world.cpu_now, world.gpu_free
     prev_end = prev[0].end if prev is not None else math.nan
@@ -127,7 +129,7 @@ def _timeline(world: Any, reqs: list, prev: Any, limit: int) -> dict[str, Any]:
             break
         dd, uu = (d0, u0) if i == 0 else (d, u)
         c4 = t + dd if dd > 0 else t
-        if nxt_input <= c4:
+        if nxt_abort <= c4:
             break
         c5 = c4 + uu if uu > 0 else c4
         poll.append(c)

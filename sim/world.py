@@ -61,6 +61,12 @@ class InputStream:
         """Time of the next input, None when exhausted."""
         return self.times[self.pos] if self.pos < len(self.times) else None
 
+    def next_abort_poll_time(self) -> float | None:
+        """When an aborts-only poll would next take something: the next input if it is an abort
+        (an arrival ahead of the aborts holds them back), None otherwise."""
+        pos = self.pos
+        return self.times[pos] if pos < len(self.times) and self.kinds[pos] == ABORT else None
+
     def take(self, now: float, aborts_only: bool = False) -> Inputs:
         """Inputs due by `now`; with aborts_only, requests due are left in the stream."""
         times, pos = self.times, self.pos
