@@ -28,7 +28,7 @@ from .policies import StepResult
 
 _RID = attrgetter("request_id")
 TIME_KEYS = ("poll", "sched", "ready", "start", "end", "gpu", "wait", "d2h", "update")
-MIN_JUMP = 1  # shorter stretches cost more to set up than they save
+MIN_JUMP = 1  # even a one-iteration jump costs less than an ordinary iteration
 MAX_JUMP = 4096  # bounds the arrays of one jump
 
 
@@ -80,6 +80,7 @@ def _executor_horizon(world: Any, reqs: list, prev: Any) -> int:
                 return 0
     k = MAX_JUMP
     info, kv_fail = oracle._info, oracle._kv_fail
+    ends = 1 if hasattr(world.engine.policy, "ff_finish") else 0  # EOS in the last update
     for r in reqs:
         rid = r.request_id
         out = len(r.output_token_ids)
@@ -91,7 +92,7 @@ def _executor_horizon(world: Any, reqs: list, prev: Any) -> int:
                 return 0
         last = info[rid][1]
         if r.eos_token_id is not None and not r.ignore_eos and last >= out:
-            k = min(k, last - out)  # delivered positions out .. out + k - 1 must not be EOS
+            k = min(k, last - out + ends)  # delivered positions out .. out + k - 1: EOS at most last
     return k
 
 
@@ -196,11 +197,26 @@ def _apply(world: Any, reqs: list, prev: Any, k: int, times: dict[str, Any]) -> 
         engine._queue.appendleft(_in_flight_step(policy, reqs, in_flight, idx0 + k - 1, times))
     if world.metrics is not None:
         commit_metrics(world.metrics, reqs, idx0, k, times, usage, prev is not None)
+    _finish_at_end(world, reqs, [o + k - 1 for o in out0], idx0 + k - 1 - (prev is not None), times)
     if world.on_progress is not None:
         for step in range(idx0 + (-idx0) % 256, idx0 + k, 256):
             world.on_progress(step)
     if engine.check_invariants:
         engine._check()
+
+
+def _finish_at_end(world: Any, reqs: list, last_pos: list[int], step: int, times: dict[str, Any]) -> None:
+    """Requests whose EOS the last update delivered stop there (policy, engine, metrics)."""
+    info = world.executor.oracle._info
+    enders = [r for r, pos in zip(reqs, last_pos, strict=True)
+              if pos == info[r.request_id][1] and r.eos_token_id is not None and not r.ignore_eos]
+    if not enders:
+        return
+    outputs = world.engine.policy.ff_finish(enders)
+    for out in outputs:
+        world.engine.requests.pop(out.request_id, None)
+    if world.metrics is not None:
+        world.metrics.on_jump_finishes(step, outputs, times["update"][-1])
 
 
 def _in_flight_step(policy: Any, reqs: list, tokens: list[int], idx: int,

@@ -166,6 +166,13 @@ class MetricsRecorder:
         if finished:
             self.steps["num_finished"][step] += finished
 
+    def on_jump_finishes(self, step: int, outputs: list[RequestOutput], now: float) -> None:
+        """Finishes in a fast-forward jump's last update (their tokens are already committed)."""
+        for out in outputs:
+            self._finish(self.index[out.request_id], out.request_id,
+                         FINISH_NAMES.get(out.finish_reason, "error"), now)
+        self.steps["num_finished"][step] += len(outputs)
+
     def on_abort(self, requests: list[Request]) -> None:
         now = self.clock()
         for req in requests:

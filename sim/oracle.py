@@ -25,6 +25,7 @@ MASK64 = (1 << 64) - 1
 _INV_2_53 = 1.0 / (1 << 53)
 _PHI = 0x9E3779B97F4A7C15  # 2^64 / golden ratio: spreads consecutive positions
 _PHI_U64, _U32, _U3 = np.uint64(_PHI), np.uint64(32), np.uint64(3)
+GRID_MIN = 32  # token_rows: below this many tokens a Python loop beats numpy's fixed cost
 
 
 def mix64(x: int) -> int:
@@ -94,24 +95,25 @@ class WorkloadOracle:
         return self.token_rows([req], [first], count)[0]
 
     def token_rows(self, reqs: Sequence[Request], firsts: Sequence[int], count: int) -> list[list[int]]:
-        """`tokens` of many requests at once: the formula on a uint64 grid (it wraps as MASK64 does)."""
-        info = self._info
-        keys = np.fromiter((info[r.request_id][0] for r in reqs), np.uint64, len(reqs))
-        keys += np.fromiter(firsts, np.uint64, len(reqs))
-        grid = keys[:, None] + np.arange(count, dtype=np.uint64)
-        grid *= _PHI_U64
-        grid >>= _U32
-        grid %= np.uint64(self._span)
-        grid += _U3
-        rows: list[list[int]] = grid.tolist()
+        """`tokens` of many requests at once (a uint64 grid, which wraps as MASK64 does, when large)."""
+        info, span = self._info, self._span
+        if len(reqs) * count < GRID_MIN:  # numpy's fixed cost would dominate
+            rows = [[3 + ((((key + j) * _PHI) & MASK64) >> 32) % span for j in range(f, f + count)]
+                    for key, f in zip((info[r.request_id][0] for r in reqs), firsts, strict=True)]
+        else:
+            keys = np.array([info[r.request_id][0] for r in reqs], np.uint64)
+            keys += np.array(firsts, np.uint64)
+            grid = keys[:, None] + np.arange(count, dtype=np.uint64)
+            grid *= _PHI_U64
+            grid >>= _U32
+            grid %= np.uint64(span)
+            grid += _U3
+            rows = grid.tolist()
         for req, first, row in zip(reqs, firsts, rows, strict=True):
-            last = info[req.request_id][1]
-            eos = req.eos_token_id
-            special = {eos, *req.stop_token_ids}  # ids token() would remap
-            if (eos is not None and first <= last < first + count) or not special.isdisjoint(row):
-                for j, t in enumerate(row):  # the EOS position, or an id token() remaps: ask it
-                    if t in special or first + j == last:
-                        row[j] = self.token(req, first + j)
+            eos, stops = req.eos_token_id, req.stop_token_ids
+            if ((eos is not None and first <= info[req.request_id][1] < first + count) or eos in row
+                    or (stops and not set(stops).isdisjoint(row))):
+                row[:] = [self.token(req, first + j) for j in range(count)]  # remaps, EOS position
         return rows
 
     def num_accepted(self, request_id: str, index: int, num_drafts: int) -> int:

@@ -14,8 +14,9 @@ Supported: `vllm` with one batch in flight and `vllm-async` with two (the engine
 from __future__ import annotations
 
 from ..fastforward import FastForwardBase
-from ..plan import StepPlan
+from ..plan import RequestOutput, StepPlan
 from ..request import Request, RequestStatus
+from .output import check_stop
 
 
 class FastForwardMixin(FastForwardBase):
@@ -66,6 +67,20 @@ class FastForwardMixin(FastForwardBase):
         if placeholders is not None:
             for r in reqs:
                 r.spec_token_ids = placeholders
+
+    def ff_finish(self, reqs: list[Request]) -> list[RequestOutput]:
+        """The stretch's last update delivered these requests' EOS (already appended by
+        ff_advance): update_from_output's stop path for each, in running order."""
+        max_model_len = self.config.max_model_len
+        outputs = []
+        for r in reqs:
+            if not check_stop(r, max_model_len) or r.status != RequestStatus.FINISHED_STOPPED:
+                raise AssertionError(f"fast-forward: {r.request_id} was to stop on EOS")
+            self._free_request(r)
+            outputs.append(RequestOutput(r.request_id, [r.output_token_ids[-1]], r.status))
+        done = set(reqs)
+        self.running = [r for r in self.running if r not in done]
+        return outputs
 
     def ff_plan(self, reqs: list[Request]) -> StepPlan:
         """The plan the last schedule() of a stretch made (it stays in flight after the jump)."""
