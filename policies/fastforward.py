@@ -39,6 +39,13 @@ class FastForwardBase:
     def _ff_after_advance(self, reqs: list[Request], k: int) -> None:
         """Step counters and per-request fields after k iterations."""
 
+    # A family with `ff_finish` lets a stretch end with the update that stops requests.
+    _ff_finishes = False
+
+    def ff_skipped_last(self, reqs: list[Request], k: int) -> list[Request]:
+        """Requests the k-th (last) schedule of a stretch leaves out (none by default)."""
+        return []
+
     @property
     def _ff_lag(self) -> int:
         """Outputs in flight per request in the steady state: 0 sync, 1 with two batches."""
@@ -48,9 +55,10 @@ class FastForwardBase:
         """Iterations (<= limit) before a length cap finishes a request or a block runs short."""
         cfg = self.config
         k = limit
+        fin = 0 if self._ff_finishes else -1  # may the last update reach the output cap?
         for r in reqs:
             out = len(r.output_token_ids)
-            k = min(k, self._ff_max_new(r) - out - 1, cfg.max_model_len - r.prompt_len - out - 1)
+            k = min(k, self._ff_max_new(r) - out + fin, cfg.max_model_len - r.prompt_len - out - 1)
         if k <= 0:
             return 0
         bs, tables = self.kv.block_size, self.kv.req_to_blocks
@@ -88,14 +96,16 @@ class FastForwardBase:
             n += len(blocks)
         return n
 
-    def ff_advance(self, reqs: list[Request], k: int, tokens: list[list[int]]) -> list[float]:
-        """Apply k iterations; tokens[r] are request r's next k delivered tokens.
+    def ff_advance(self, reqs: list[Request], k: int, tokens: list[list[int]],
+                   skipped: list[Request] = ()) -> list[float]:
+        """Apply k iterations; tokens[r] are request r's next k delivered tokens; the last
+        schedule leaves out `skipped` (ff_skipped_last).
 
         Returns the KV usage seen after each of the k schedules.
         """
         kv = self.kv
         out0 = [len(r.output_token_ids) for r in reqs]
-        usage_after = self._ff_replay_kv(reqs, k, tokens, out0)
+        usage_after = self._ff_replay_kv(reqs, k, tokens, out0, skipped)
         lag = self._ff_lag
         for r, toks, n0 in zip(reqs, tokens, out0, strict=True):
             r.output_token_ids.extend(toks[len(r.output_token_ids) - n0:])  # the replay added some
@@ -108,12 +118,16 @@ class FastForwardBase:
             kv.processed_step_seq += k - 1  # the first end_step ran inside the replay
             for r in reqs:
                 r.last_sched_seq = kv.sched_step_seq
+        for r in skipped:  # scheduled k - 1 times; the last update took its in-flight output
+            r.num_computed_tokens -= 1
+            r.num_in_flight_tokens = r.num_output_placeholders = 0
+            r.last_sched_seq -= 1
         self._ff_after_advance(reqs, k)
         return usage_after
 
     # ---- KV replay ----
     def _ff_replay_kv(self, reqs: list[Request], k: int, tokens: list[list[int]],
-                      out0: list[int]) -> list[float]:
+                      out0: list[int], skipped: list[Request] = ()) -> list[float]:
         """Run the allocations and cache publications of k iterations through the real manager."""
         kv, bs, lag = self.kv, self.kv.block_size, self._ff_lag
         start = [(r, r.num_computed_tokens, n0) for r, n0 in zip(reqs, out0, strict=True)]
@@ -125,11 +139,16 @@ class FastForwardBase:
         # find nothing to allocate or publish).
         # An async update publishes `done` = C + i blocks, which its own iteration's schedule has
         # already published (same boundary, schedule first): update events are never needed.
-        events: list[tuple[int, int]] = [(0, idx) for idx in range(len(start))]
-        for idx, (_, c, _) in enumerate(start):
-            events.extend((i, idx) for i in range((-c) % bs or bs, k, bs))
+        # A request the last schedule leaves out has calls in the first k - 1 iterations only.
+        left_out = {id(r) for r in skipped}
+        events: list[tuple[int, int]] = []
+        for idx, (r, c, _) in enumerate(start):
+            stop = k - 1 if id(r) in left_out else k
+            if stop > 0:
+                events.append((0, idx))
+            events.extend((i, idx) for i in range((-c) % bs or bs, stop, bs))
             if not lag:
-                events.extend((i, idx) for i in range((-c - 1) % bs or bs, k, bs))
+                events.extend((i, idx) for i in range((-c - 1) % bs or bs, stop, bs))
         events.append((1, -1))  # after iteration 0's schedule: its update's end_step (fences)
         events.sort()
         free0 = kv.num_free_blocks

@@ -17,17 +17,15 @@ where k ordinary iterations would have. Tests compare every output table with it
 
 from __future__ import annotations
 
-import math
 from operator import attrgetter
 from typing import Any
 
 from .executor import SimStep
 from .fastforward_commit import commit_metrics
-from .latency.base import StepShape
+from .fastforward_timeline import TIME_KEYS, retime_last, timeline
 from .policies import StepResult
 
 _RID = attrgetter("request_id")
-TIME_KEYS = ("poll", "sched", "ready", "start", "end", "gpu", "wait", "d2h", "update")
 MIN_JUMP = 1  # even a one-iteration jump costs less than an ordinary iteration
 MAX_JUMP = 4096  # bounds the arrays of one jump
 
@@ -46,18 +44,27 @@ def fast_forward(world: Any) -> int:
     if reqs is None:
         return 0
     prev = engine._queue[0] if engine._queue else None
-    if len(_timeline(world, reqs, prev, MIN_JUMP)["sched"]) < MIN_JUMP:
+    if len(timeline(world, reqs, prev, MIN_JUMP)["sched"]) < MIN_JUMP:
         return 0  # an input is due within the shortest stretch worth taking: skip the O(n) checks
     limit = _executor_horizon(world, reqs, prev)
     if limit >= MIN_JUMP:
         limit = policy.ff_horizon(reqs, limit)
     if limit < MIN_JUMP:
         return 0
-    times = _timeline(world, reqs, prev, limit)
+    times = timeline(world, reqs, prev, limit)
     k = len(times["sched"])
+    skipped = policy.ff_skipped_last(reqs, k) if k else []
+    if skipped:  # the last schedule leaves some out (async max_tokens): retime it, or drop it
+        kept = [r for r in reqs if r not in skipped]
+        if not kept or not retime_last(world, prev, times, kept):
+            k -= 1
+            skipped = []
+            if not kept:
+                for key in TIME_KEYS:
+                    times[key].pop()
     if k < MIN_JUMP:
         return 0
-    _apply(world, reqs, prev, k, times)
+    _apply(world, reqs, prev, k, times, skipped)
     return k
 
 
@@ -80,7 +87,7 @@ def _executor_horizon(world: Any, reqs: list, prev: Any) -> int:
                 return 0
     k = MAX_JUMP
     info, kv_fail = oracle._info, oracle._kv_fail
-    ends = 1 if hasattr(world.engine.policy, "ff_finish") else 0  # EOS in the last update
+    ends = 1 if getattr(world.engine.policy, "_ff_finishes", False) else 0  # EOS in the last update
     for r in reqs:
         rid = r.request_id
         out = len(r.output_token_ids)
@@ -96,79 +103,12 @@ def _executor_horizon(world: Any, reqs: list, prev: Any) -> int:
     return k
 
 
-def _timeline(world: Any, reqs: list, prev: Any, limit: int) -> dict[str, Any]:
-    """The times of up to `limit` iterations, stopping before one that would see an input."""
-    n = len(reqs)
-    phase = world.cpu_model.phase_time
-    s, p = phase("schedule", n, n), phase("prepare_inputs", n, n)
-    d = d0 = phase("d2h_copy", n, n)
-    u = u0 = phase("update_from_output", n, n)
-    if prev is not None:
-        m, tok = len(prev[1].num_scheduled_tokens), prev[1].total_num_scheduled_tokens
-        d0, u0 = phase("d2h_copy", m, tok), phase("update_from_output", m, tok)
-    nxt_input = world.inputs.next_time()
-    nxt_input = math.inf if nxt_input is None else nxt_input
-    nxt_abort = world.inputs.next_abort_poll_time()  # the mid-iteration poll takes only aborts
-    nxt_abort = math.inf if nxt_abort is None else nxt_abort
-    until, model = world.until, world.executor.latency_model
-    c, gpu_free = world.cpu_now, world.gpu_free
-    prev_end = prev[0].end if prev is not None else math.nan
-    ctx0 = [r.num_computed_tokens for r in reqs]
-    step_time = _decode_times(model, ctx0)
-    cols = poll, sched, ready, starts, ends, gpus, waits, d2hs, updates = tuple([] for _ in range(9))
-    for i in range(limit):
-        if nxt_input <= c:
-            break
-        c1 = c + s if s > 0 else c
-        c2 = c1 + p if p > 0 else c1
-        g = step_time(i)
-        start = c2 if c2 > gpu_free else gpu_free
-        end = start + g
-        waited = end if prev is None else prev_end  # sync waits on this step, async on the last
-        t = waited if waited > c2 else c2
-        if t > until:
-            break
-        dd, uu = (d0, u0) if i == 0 else (d, u)
-        c4 = t + dd if dd > 0 else t
-        if nxt_abort <= c4:
-            break
-        c5 = c4 + uu if uu > 0 else c4
-        poll.append(c)
-        sched.append(c1)
-        ready.append(c2)
-        starts.append(start)
-        ends.append(end)
-        gpus.append(g)
-        waits.append(t)
-        d2hs.append(c4)
-        updates.append(c5)
-        gpu_free = prev_end = end
-        c = c5
-    out: dict[str, Any] = dict(zip(TIME_KEYS, cols, strict=True))
-    out["costs"] = (s, p, d0, u0, d, u)
-    return out
-
-
-def _decode_times(model: Any, ctx0: list[int]) -> Any:
-    """i -> GPU time of the stretch's i-th step (every context one longer per step)."""
-    n, ctx_sum = len(ctx0), sum(ctx0)
-    closed = getattr(model, "decode_step_time", None)
-    if closed is not None:
-        return lambda i: float(closed(n, ctx_sum + n * i))
-    shape = StepShape()
-
-    def by_shape(i: int) -> float:
-        shape.decodes = [(x + i, 0) for x in ctx0]
-        return float(model.step_time(shape))
-    return by_shape
-
-
 def _tokens(world: Any, reqs: list, first: list[int], count: int) -> list[list[int]]:
     """Oracle tokens at output positions first[r] .. first[r] + count - 1."""
     return world.executor.oracle.token_rows(reqs, first, count)
 
 
-def _apply(world: Any, reqs: list, prev: Any, k: int, times: dict[str, Any]) -> None:
+def _apply(world: Any, reqs: list, prev: Any, k: int, times: dict[str, Any], skipped: list) -> None:
     """Move policy, executor, engine, world and metrics k iterations ahead."""
     engine, policy, executor = world.engine, world.engine.policy, world.executor
     idx0 = engine.num_launched
@@ -185,19 +125,24 @@ def _apply(world: Any, reqs: list, prev: Any, k: int, times: dict[str, Any]) -> 
     for rid in policy.finished_req_ids:  # the first plan reports them: the worker forgets them
         executor.oracle.forget(rid)
         nxt.pop(rid, None)
-    usage = policy.ff_advance(reqs, k, delivered)
+    usage = policy.ff_advance(reqs, k, delivered, skipped)
     for r in reqs:
         nxt[r.request_id] += k
+    for r in skipped:
+        nxt[r.request_id] -= 1  # not in the last launch
     engine.num_launched += k
     engine._idle_empty_plans = 0  # what _note_progress records after a non-empty plan
     world.cpu_now = times["update"][-1]
     world.gpu_free = times["end"][-1]
     if in_flight is not None:
+        left_out = {id(r) for r in skipped}
+        last = [(r, t) for r, t in zip(reqs, in_flight, strict=True) if id(r) not in left_out]
         engine._queue.clear()
-        engine._queue.appendleft(_in_flight_step(policy, reqs, in_flight, idx0 + k - 1, times))
+        engine._queue.appendleft(_in_flight_step(policy, last, idx0 + k - 1, times))
     if world.metrics is not None:
         commit_metrics(world.metrics, reqs, idx0, k, times, usage, prev is not None)
-    _finish_at_end(world, reqs, [o + k - 1 for o in out0], idx0 + k - 1 - (prev is not None), times)
+    if getattr(policy, "_ff_finishes", False):
+        _finish_at_end(world, reqs, idx0 + k - 1 - (prev is not None), times)
     if world.on_progress is not None:
         for step in range(idx0 + (-idx0) % 256, idx0 + k, 256):
             world.on_progress(step)
@@ -205,27 +150,23 @@ def _apply(world: Any, reqs: list, prev: Any, k: int, times: dict[str, Any]) -> 
         engine._check()
 
 
-def _finish_at_end(world: Any, reqs: list, last_pos: list[int], step: int, times: dict[str, Any]) -> None:
-    """Requests whose EOS the last update delivered stop there (policy, engine, metrics)."""
-    info = world.executor.oracle._info
-    enders = [r for r, pos in zip(reqs, last_pos, strict=True)
-              if pos == info[r.request_id][1] and r.eos_token_id is not None and not r.ignore_eos]
-    if not enders:
+def _finish_at_end(world: Any, reqs: list, step: int, times: dict[str, Any]) -> None:
+    """Requests the last update stops (EOS, output cap) finish there: policy, engine, metrics."""
+    outputs = world.engine.policy.ff_finish(reqs)
+    if not outputs:
         return
-    outputs = world.engine.policy.ff_finish(enders)
     for out in outputs:
         world.engine.requests.pop(out.request_id, None)
     if world.metrics is not None:
         world.metrics.on_jump_finishes(step, outputs, times["update"][-1])
 
 
-def _in_flight_step(policy: Any, reqs: list, tokens: list[int], idx: int,
+def _in_flight_step(policy: Any, last: list[tuple[Any, int]], idx: int,
                     times: dict[str, Any]) -> tuple[SimStep, Any, int]:
     """The batch queue's entry for the stretch's last launch (async), as a real launch builds it."""
-    plan = policy.ff_plan(reqs)
-    result = StepResult(step_id=plan.step_id,
-                        sampled_token_ids={r.request_id: [t] for r, t in zip(reqs, tokens, strict=True)})
-    n = len(reqs)
+    plan = policy.ff_plan([r for r, _ in last])
+    result = StepResult(step_id=plan.step_id, sampled_token_ids={r.request_id: [t] for r, t in last})
+    n = len(last)
     h = SimStep(idx, plan, result, times["gpu"][-1], num_decode_reqs=n, num_decode_tokens=n)
     h.ready, h.start, h.end = times["ready"][-1], times["start"][-1], times["end"][-1]
     return h, plan, idx

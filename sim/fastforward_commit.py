@@ -22,8 +22,11 @@ def commit_metrics(m: MetricsRecorder, reqs: list, idx0: int, k: int, times: dic
         s[name].extend(values)
     for name in ZERO_COLUMNS:
         s[name].extend([0] * k)
-    for name in ("num_decode_reqs", "num_decode_tokens", "num_running"):
-        s[name].extend([n] * k)
+    s["num_running"].extend([n] * k)
+    n_last = times["last"][0] if "last" in times else n  # the last schedule may leave some out
+    for name in ("num_decode_reqs", "num_decode_tokens"):
+        s[name].extend([n] * (k - 1))
+        s[name].append(n_last)
     _timeline_rows(m, idx0, k, times, is_async)
     _token_times(m, reqs, k, times["update"])
     m.hol._since = times["sched"][-1]  # nobody waits: the tracker only remembers the last schedule
@@ -32,6 +35,7 @@ def commit_metrics(m: MetricsRecorder, reqs: list, idx0: int, k: int, times: dic
 def _timeline_rows(m: MetricsRecorder, idx0: int, k: int, times: dict[str, Any], is_async: bool) -> None:
     """CPU phases and GPU forwards in the order the world appends them (phases with cost > 0)."""
     s, p, d0, u0, d, u = times["costs"]
+    s_last, p_last = times["last"][1:] if "last" in times else (s, p)
     lag = 1 if is_async else 0
     step = list(range(idx0, idx0 + k))
     prev = [x - lag for x in step]
@@ -42,23 +46,33 @@ def _timeline_rows(m: MetricsRecorder, idx0: int, k: int, times: dict[str, Any],
               (k_["update_from_output"], times["d2h"], times["update"], prev)]
     forward = (times["start"], times["end"], step)
     gpu = times["gpu"]
-    _rows_at(m, phases, forward, 0, [s > 0, p > 0, d0 > 0, u0 > 0], gpu[0] > 0)
+    first = (s_last, p_last) if k == 1 else (s, p)
+    _rows_at(m, phases, forward, 0, [first[0] > 0, first[1] > 0, d0 > 0, u0 > 0], gpu[0] > 0)
     if k == 1:
         return
-    if not all(g > 0 for g in gpu):  # a zero-time forward is not recorded: row by row
-        for i in range(1, k):
-            _rows_at(m, phases, forward, i, [s > 0, p > 0, d > 0, u > 0], gpu[i] > 0)
+    _middle_rows(m, phases, forward, k - 1, (s, p, d, u), gpu)
+    _rows_at(m, phases, forward, k - 1, [s_last > 0, p_last > 0, d > 0, u > 0], gpu[k - 1] > 0)
+
+
+def _middle_rows(m: MetricsRecorder, phases: list, forward: tuple, hi: int, costs: tuple, gpu: list) -> None:
+    """The rows of iterations 1 .. hi - 1, which share their phase costs, column by column."""
+    if hi <= 1:
+        return
+    mask = [c > 0 for c in costs]
+    if not all(g > 0 for g in gpu[1:hi]):  # a zero-time forward is not recorded: row by row
+        for i in range(1, hi):
+            _rows_at(m, phases, forward, i, mask, gpu[i] > 0)
         return
     for buf, col in zip(m.gpu_timeline, forward, strict=True):
-        buf.extend(col[1:])
-    cols = [ph for ph, cost in zip(phases, (s, p, d, u), strict=True) if cost > 0]
-    w, rows = len(cols), k - 1
+        buf.extend(col[1:hi])
+    cols = [ph for ph, keep in zip(phases, mask, strict=True) if keep]
+    w, rows = len(cols), hi - 1
     kind, *bufs = m.cpu_timeline
     kind.extend([c[0] for c in cols] * rows)
     for buf, pos in zip(bufs, (1, 2, 3), strict=True):
         inter: list[Any] = [None] * (w * rows)
         for j, c in enumerate(cols):
-            inter[j::w] = c[pos][1:]  # iteration-major, phase order within an iteration
+            inter[j::w] = c[pos][1:hi]  # iteration-major, phase order within an iteration
         buf.extend(inter)
 
 

@@ -111,9 +111,12 @@ class WorkloadOracle:
             rows = grid.tolist()
         for req, first, row in zip(reqs, firsts, rows, strict=True):
             eos, stops = req.eos_token_id, req.stop_token_ids
-            if ((eos is not None and first <= info[req.request_id][1] < first + count) or eos in row
-                    or (stops and not set(stops).isdisjoint(row))):
-                row[:] = [self.token(req, first + j) for j in range(count)]  # remaps, EOS position
+            if eos in row or (stops and not set(stops).isdisjoint(row)):
+                row[:] = [self.token(req, first + j) for j in range(count)]  # ids token() remaps
+            elif eos is not None and not req.ignore_eos:
+                last = info[req.request_id][1]
+                if first <= last < first + count:
+                    row[last - first] = eos
         return rows
 
     def num_accepted(self, request_id: str, index: int, num_drafts: int) -> int:

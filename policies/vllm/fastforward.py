@@ -68,18 +68,26 @@ class FastForwardMixin(FastForwardBase):
             for r in reqs:
                 r.spec_token_ids = placeholders
 
+    _ff_finishes = True
+
+    def ff_skipped_last(self, reqs: list[Request], k: int) -> list[Request]:
+        """async: the last schedule skips a request whose in-flight output reaches max_tokens."""
+        if not self.is_async:
+            return []
+        return [r for r in reqs if len(r.output_token_ids) + k >= r.max_tokens]
+
     def ff_finish(self, reqs: list[Request]) -> list[RequestOutput]:
-        """The stretch's last update delivered these requests' EOS (already appended by
-        ff_advance): update_from_output's stop path for each, in running order."""
+        """The stretch's last update (its tokens appended by ff_advance): update_from_output's
+        stop path for each request that stops there, in running order."""
         max_model_len = self.config.max_model_len
         outputs = []
         for r in reqs:
-            if not check_stop(r, max_model_len) or r.status != RequestStatus.FINISHED_STOPPED:
-                raise AssertionError(f"fast-forward: {r.request_id} was to stop on EOS")
-            self._free_request(r)
-            outputs.append(RequestOutput(r.request_id, [r.output_token_ids[-1]], r.status))
-        done = set(reqs)
-        self.running = [r for r in self.running if r not in done]
+            if check_stop(r, max_model_len):
+                self._free_request(r)
+                outputs.append(RequestOutput(r.request_id, [r.output_token_ids[-1]], r.status))
+        if outputs:
+            done = {id(r) for r in reqs if r.is_finished}
+            self.running = [r for r in self.running if id(r) not in done]
         return outputs
 
     def ff_plan(self, reqs: list[Request]) -> StepPlan:
