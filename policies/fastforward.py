@@ -42,6 +42,9 @@ class FastForwardBase:
     # A family with `ff_finish` lets a stretch end with the update that stops requests.
     _ff_finishes = False
 
+    def _ff_skipped_update(self, r: Request) -> None:
+        """The last update's KV work for a request the last schedule left out (none by default)."""
+
     def ff_skipped_last(self, reqs: list[Request], k: int) -> list[Request]:
         """Requests the k-th (last) schedule of a stretch leaves out (none by default)."""
         return []
@@ -122,6 +125,7 @@ class FastForwardBase:
             r.num_computed_tokens -= 1
             r.num_in_flight_tokens = r.num_output_placeholders = 0
             r.last_sched_seq -= 1
+            self._ff_skipped_update(r)
         self._ff_after_advance(reqs, k)
         return usage_after
 

@@ -76,6 +76,14 @@ class FastForwardMixin(FastForwardBase):
             return []
         return [r for r in reqs if len(r.output_token_ids) + k >= r.max_tokens]
 
+    def _ff_skipped_update(self, r: Request) -> None:
+        """update_from_output publishes the blocks its delivered output completed; with no
+        schedule in the same iteration to have done it first, a new full block may be left."""
+        kv = self.kv
+        done = r.num_computed_tokens - r.num_in_flight_tokens
+        if kv.enable_caching and done // kv.block_size > kv.num_cached_block.get(r.request_id, 0):
+            kv.cache_blocks(r, done)
+
     def ff_finish(self, reqs: list[Request]) -> list[RequestOutput]:
         """The stretch's last update (its tokens appended by ff_advance): update_from_output's
         stop path for each request that stops there, in running order."""
