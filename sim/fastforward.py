@@ -44,8 +44,6 @@ def fast_forward(world: Any) -> int:
     if reqs is None:
         return 0
     prev = engine._queue[0] if engine._queue else None
-    if len(timeline(world, reqs, prev, MIN_JUMP)["sched"]) < MIN_JUMP:
-        return 0  # an input is due within the shortest stretch worth taking: skip the O(n) checks
     limit = _executor_horizon(world, reqs, prev)
     if limit >= MIN_JUMP:
         limit = policy.ff_horizon(reqs, limit)

@@ -107,8 +107,8 @@ class BlockPool:
         for bid in reversed(front):
             free_queue[bid] = None
             free_queue.move_to_end(bid, last=False)
-        for bid in back:
-            free_queue[bid] = None
+        if back:
+            free_queue.update(dict.fromkeys(back))
 
     def cache_block(self, bid: int, block_hash: int) -> None:
         """Publish a full block's content hash so later requests can hit it."""

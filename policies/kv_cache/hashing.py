@@ -1,8 +1,9 @@
 """Chained content hashes of full KV blocks, for requests with token ids or only prompt lengths.
 
 A block's hash covers its tokens and its parent's hash, so equal hashes mean equal prefixes (as
-vLLM's block hasher). Hashes are computed lazily, only up to the blocks a caller needs, and kept in
-`request.block_hashes` until the request finishes.
+vLLM's block hasher); a prompt block whose content is known only to its own request hashes
+(request, index) instead, which identifies its prefix as well. Hashes are computed lazily, only
+up to the blocks a caller needs, and kept in `request.block_hashes` until the request finishes.
 """
 
 from __future__ import annotations
@@ -62,9 +63,15 @@ def ensure_block_hashes(request: Request, num_blocks: int, block_size: int) -> l
         if parent is None:  # content known only to this request
             if salt is None:
                 salt = _request_salt(request.request_id)
-            parent = hash((hashes[-1] if hashes else NONE_HASH, _UNIQUE_TAG, salt, idx))
+            parent = _unique_hash(salt, idx)
         hashes.append(parent)
     return hashes
+
+
+def _unique_hash(salt: int, idx: int) -> int:
+    """Block idx of a request whose content nobody else can be known to share: (request, index)
+    identifies it, so no parent is needed."""
+    return hash((_UNIQUE_TAG, salt, idx))
 
 
 def _extend_unknown_prompt(request: Request, hashes: list[int], limit: int, block_size: int) -> None:
@@ -78,9 +85,8 @@ def _extend_unknown_prompt(request: Request, hashes: list[int], limit: int, bloc
     split = min(limit, -(-prompt_len // block_size))
     if have < split:
         salt = _request_salt(request.request_id)
-        for idx in range(have, split):
-            parent = hash((parent, _UNIQUE_TAG, salt, idx))
-            hashes.append(parent)
+        hashes.extend([hash((_UNIQUE_TAG, salt, idx)) for idx in range(have, split)])  # _unique_hash
+        parent = hashes[-1]
     outs = request.output_token_ids
     for idx in range(max(have, split), limit):
         start = idx * block_size - prompt_len
