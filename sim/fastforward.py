@@ -53,7 +53,8 @@ def fast_forward(world: Any) -> int:
     k = len(times["sched"])
     skipped = policy.ff_skipped_last(reqs, k) if k else []
     if skipped:  # the last schedule leaves some out (async max_tokens): retime it, or drop it
-        kept = [r for r in reqs if r not in skipped]
+        left_out = {id(r) for r in skipped}
+        kept = [r for r in reqs if id(r) not in left_out]
         if not kept or not retime_last(world, prev, times, kept):
             k -= 1
             skipped = []
