@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+from array import array
 from functools import reduce
 from operator import add
 from typing import Any
@@ -19,13 +21,13 @@ def commit_metrics(m: MetricsRecorder, reqs: list, idx0: int, k: int, times: dic
     assert len(s["schedule_time"]) == idx0, "steps must be reported in launch order"
     for name, values in (("schedule_time", times["sched"]), ("start", times["start"]),
                          ("end", times["end"]), ("gpu_time", times["gpu"]), ("kv_usage", usage)):
-        s[name].extend(values)
+        put(s[name], values)
     for name in ZERO_COLUMNS:
-        s[name].extend([0] * k)
-    s["num_running"].extend([n] * k)
+        s[name].frombytes(bytes(k * s[name].itemsize))
+    put(s["num_running"], [n] * k)
     n_last = times["last"][0] if "last" in times else n  # the last schedule may leave some out
     for name in ("num_decode_reqs", "num_decode_tokens"):
-        s[name].extend([n] * (k - 1))
+        put(s[name], [n] * (k - 1))
         s[name].append(n_last)
     _timeline_rows(m, idx0, k, times, is_async)
     _token_times(m, reqs, k, times["update"])
@@ -64,16 +66,16 @@ def _middle_rows(m: MetricsRecorder, phases: list, forward: tuple, hi: int, cost
             _rows_at(m, phases, forward, i, mask, gpu[i] > 0)
         return
     for buf, col in zip(m.gpu_timeline, forward, strict=True):
-        buf.extend(col[1:hi])
+        put(buf, col[1:hi])
     cols = [ph for ph, keep in zip(phases, mask, strict=True) if keep]
     w, rows = len(cols), hi - 1
     kind, *bufs = m.cpu_timeline
-    kind.extend([c[0] for c in cols] * rows)
+    put(kind, [c[0] for c in cols] * rows)
     for buf, pos in zip(bufs, (1, 2, 3), strict=True):
         inter: list[Any] = [None] * (w * rows)
         for j, c in enumerate(cols):
             inter[j::w] = c[pos][1:hi]  # iteration-major, phase order within an iteration
-        buf.extend(inter)
+        put(buf, inter)
 
 
 def _rows_at(m: MetricsRecorder, phases: list, forward: tuple, i: int, mask: list[bool],
@@ -118,6 +120,11 @@ def _token_times(m: MetricsRecorder, reqs: list, k: int, update: list[float]) ->
     if m.record_itl:
         ids, pos, tms = m.itl_rows
         for i in range(k):
-            ids.extend(idx)
-            pos.extend([c + i for c in seen])
-            tms.extend([update[i]] * n)
+            put(ids, idx)
+            put(pos, [c + i for c in seen])
+            put(tms, [update[i]] * n)
+
+
+def put(buf: array, values: list) -> None:
+    """buf.extend(values), converted in one struct.pack (array.extend converts item by item)."""
+    buf.frombytes(struct.pack(f"{len(values)}{buf.typecode}", *values))
