@@ -121,10 +121,12 @@ class FastForwardBase:
             kv.processed_step_seq += k - 1  # the first end_step ran inside the replay
             for r in reqs:
                 r.last_sched_seq = kv.sched_step_seq
+        fenced = getattr(self.config, "defer_block_free", False)
         for r in skipped:  # scheduled k - 1 times; the last update took its in-flight output
             r.num_computed_tokens -= 1
             r.num_in_flight_tokens = r.num_output_placeholders = 0
-            r.last_sched_seq -= 1
+            if fenced:
+                r.last_sched_seq -= 1
             self._ff_skipped_update(r)
         self._ff_after_advance(reqs, k)
         return usage_after
@@ -142,7 +144,8 @@ class FastForwardBase:
         # would change nothing (the vLLM policies skip it by their inlined fast path, the others
         # find nothing to allocate or publish).
         # An async update publishes `done` = C + i blocks, which its own iteration's schedule has
-        # already published (same boundary, schedule first): update events are never needed.
+        # already published (same boundary, schedule first): update events are never needed,
+        # but for a request the last schedule leaves out (`_ff_skipped_update`).
         # A request the last schedule leaves out has calls in the first k - 1 iterations only.
         left_out = {id(r) for r in skipped}
         events: list[tuple[int, int]] = []
