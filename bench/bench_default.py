@@ -1,6 +1,7 @@
 """Replay the whole Azure conversation trace with vllm-async on Llama-3.1-8B / H100; print speed.
 
 Usage: python bench/bench_default.py [--max-requests N] [--profile OUT.prof] [--policy NAME]
+                                     [--no-fast-forward]
 Prints wall seconds, simulated steps and requests per wall second, and peak memory
 (tracemalloc peak of Python allocations and the process's max RSS).
 """
@@ -22,11 +23,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-requests", type=int, default=None)
     ap.add_argument("--policy", default="vllm-async")
+    ap.add_argument("--no-fast-forward", action="store_true",
+                    help="simulate every step (RunConfig.fast_forward=False) to compare")
     ap.add_argument("--profile", metavar="OUT.prof", help="write a cProfile dump (slows the run)")
     ap.add_argument("--tracemalloc", action="store_true",
                     help="also trace Python allocations (slows the run ~2x)")
     args = ap.parse_args()
-    cfg = RunConfig(policy=args.policy, max_requests=args.max_requests)
+    cfg = RunConfig(policy=args.policy, max_requests=args.max_requests,
+                    fast_forward=not args.no_fast_forward)
     if args.tracemalloc:
         tracemalloc.start()
     prof = cProfile.Profile() if args.profile else None
@@ -47,6 +51,8 @@ def main() -> None:
           f"engine={s['engine']}")
     print(f"requests: {s['num_requests']} (finished {s['num_finished']}), steps: {s['num_steps']}, "
           f"simulated duration: {s['duration_s']:.1f} s")
+    print(f"fast-forward: {'on' if cfg.fast_forward else 'off'}, jumped steps: {s['fast_forward_steps']} "
+          f"in {s['fast_forward_jumps']} jumps")
     print(f"wall: {wall:.1f} s (simulation loop {s['sim_wall_s']:.1f} s); process CPU time: {cpu:.1f} s "
           "(the fairer figure on a shared machine)")
     print(f"steps per wall second: {s['num_steps'] / wall:,.0f}")

@@ -35,11 +35,27 @@ def wl_spec(rng: random.Random, path: str) -> str:
     json.dump(spec, open(path, "w"))
     return path
 
+def trtllm_options(rng: random.Random) -> dict:
+    """TensorRT-LLM knobs: look-ahead reservations, chunking, batch caps, LoRA pages, micro-batches."""
+    opts: dict = {"two_step_lookahead": rng.random() < 0.4,
+                  "enable_prefix_aware_scheduling": rng.random() < 0.7,
+                  "chunking_policy": rng.choice(["first-come-first-served", "equal-progress", "force-chunk"])}
+    if rng.random() < 0.3:
+        opts["max_batch_size"] = rng.choice([2, 8, 32])
+    if rng.random() < 0.2:
+        opts["max_peft_pages"] = rng.choice([1, 4])
+    if rng.random() < 0.1:
+        opts["num_micro_batches"] = 2
+    return opts
+
+
 def one(seed: int, tmp: str) -> int | str:
     """Steps jumped, or a line describing a difference."""
     rng = random.Random(seed)
     policy = rng.choice(["vllm", "vllm-async", "vllm", "vllm-async", "orca", "sarathi", "static",
-                         "sglang-overlap", "sglang-overlap"])
+                         "sglang-overlap", "sglang-overlap", "trtllm:max-requests",
+                         "trtllm:guaranteed-no-evict", "trtllm:static-batch", "trtllm:max-utilization",
+                         "trtllm:max-utilization"])
     kw = dict(policy=policy, trace=wl_spec(rng, f"{tmp}/w{seed % 8}.json"), seed=seed,
               block_size=rng.choice([8, 16, 32]), enable_prefix_caching=rng.random() < 0.8,
               max_tokens_source=rng.choice(["output", "cap"]), record_itl=True)
@@ -57,6 +73,8 @@ def one(seed: int, tmp: str) -> int | str:
         kw.update(engine=rng.choice(["sync", "async"]))
     if rng.random() < 0.2:
         kw.update(max_sim_time=rng.choice([3.0, 10.0]))
+    if policy.startswith("trtllm"):
+        kw.update(policy_options=trtllm_options(rng))
     res = []
     for ff in (False, True):
         res.append(simulate(RunConfig(fast_forward=ff, **kw)))

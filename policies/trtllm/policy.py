@@ -11,6 +11,7 @@ from .allocation import BatchAllocator, TrtllmStats
 from .capacity import CapacityScheduler, CapacitySchedulerPolicy, PeftBudget
 from .chunking import ChunkingPolicy
 from .config import TrtllmConfig
+from .fastforward import TrtllmFastForwardMixin
 from .invariants import check_policy_invariants
 from .kv_accounting import KvAccounting
 from .lifecycle import advance_context, append_tokens
@@ -19,7 +20,7 @@ from .pause import pause
 from .state import LlmRequest, LlmRequestState
 
 
-class TrtllmPolicy:
+class TrtllmPolicy(TrtllmFastForwardMixin):
     """TensorRT-LLM's SimpleScheduler (capacity -> micro-batch) plus the executor's pause handling."""
 
     def __init__(self, config: TrtllmConfig, capacity_policy: CapacitySchedulerPolicy) -> None:

@@ -8,6 +8,7 @@ so that equality is not the trivial kind.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 
@@ -17,12 +18,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from schedsim import RunConfig, simulate
 from schedsim.policies import list_policies
+from schedsim.policies.trtllm import LlmRequest
 from test_sim_properties import SETTINGS, small_config, workloads
 
 POLICIES = [info.name for info in list_policies()]
 VLLM_JUMPING = {("vllm", "sync"), ("vllm-async", "async")}
-JUMPING = VLLM_JUMPING | {("orca", "sync"), ("sarathi", "sync"), ("static", "sync"),
-                          ("sglang-overlap", "async")}  # (policy, engine) pairs that jump
+TRTLLM_JUMPING = {(f"trtllm:{name}", "sync") for name in
+                  ("max-requests", "guaranteed-no-evict", "static-batch", "max-utilization")}
+JUMPING = VLLM_JUMPING | TRTLLM_JUMPING | {("orca", "sync"), ("sarathi", "sync"), ("static", "sync"),
+                                           ("sglang-overlap", "async")}  # (policy, engine) pairs that jump
+STATIC = ("static", "trtllm:static-batch")  # jump only while nobody waits for the next batch
 DIAGNOSTICS = ("sim_wall_s", "fast_forward_jumps", "fast_forward_steps")
 
 
@@ -62,7 +67,7 @@ def trace_config(policy: str, engine: str, trace: str, starved: bool) -> RunConf
 def test_shipped_trace_identical(policy: str, engine: str) -> None:
     summary = assert_same(trace_config(policy, engine, "azure-conv-2023", starved=False))
     if (policy, engine) in JUMPING:  # static batching jumps only while nobody waits
-        assert summary["fast_forward_steps"] > (0 if policy == "static" else summary["num_steps"] // 3)
+        assert summary["fast_forward_steps"] > (0 if policy in STATIC else summary["num_steps"] // 3)
     else:
         assert summary["fast_forward_steps"] == 0
 
@@ -106,14 +111,15 @@ def _policy_state(policy) -> tuple:
     kv = policy.kv
     reqs = sorted((r.request_id, r.status, r.num_computed_tokens, tuple(r.output_token_ids),
                    r.num_output_placeholders, r.num_in_flight_tokens, r.last_sched_seq,
-                   tuple(r.block_hashes)) for r in policy.requests.values())
+                   tuple(r.block_hashes))
+                  for r in (getattr(x, "request", x) for x in policy.requests.values()))  # trtllm wraps
     pool = kv.pool
-    return (reqs, [r.request_id for r in policy.running], getattr(policy, "current_step", None),
-            getattr(policy, "step_id", None),
+    return (reqs, [r.request_id for r in getattr(policy, "running", ())],
+            getattr(policy, "current_step", None), getattr(policy, "step_id", None),
             {k: list(v) for k, v in kv.req_to_blocks.items()}, dict(kv.num_cached_block),
             list(pool.free_queue), list(pool.ref_cnt), list(pool.block_hash), dict(pool.cached),
             kv.sched_step_seq, kv.processed_step_seq, list(kv.deferred_frees),
-            _sglang_state(policy))
+            _sglang_state(policy), _trtllm_state(policy))
 
 
 def _sglang_state(policy) -> tuple | None:
@@ -122,6 +128,16 @@ def _sglang_state(policy) -> tuple | None:
         return None
     return (policy.ratio.current, dict(policy.pool.slot_of), list(policy.pool.free_slots),
             policy.batch_is_full, dict(policy.max_new))
+
+
+def _trtllm_state(policy) -> tuple | None:
+    """TensorRT-LLM's own state: every LlmRequest field, the active order, counters, in-flight map."""
+    if not hasattr(policy, "capacity_policy"):
+        return None
+    fields = [f.name for f in dataclasses.fields(LlmRequest) if f.name != "request"]
+    reqs = [(r.request_id, *(getattr(r, f) for f in fields)) for r in policy.active]
+    return (reqs, dict(policy.inflight), list(policy._finished_ids), policy._step,
+            dataclasses.astuple(policy.stats))
 
 
 @pytest.mark.parametrize("starved", [False, True])
