@@ -3,9 +3,10 @@
 Usage: python bench/ff_stress.py [FIRST_SEED] [SECONDS]
 
 Not part of the test suite (it runs for minutes): random multi-turn workloads with shared system
-prompts, priorities, aborts, KV-load failures, tight pools, block sizes, engines and every policy
-that jumps. Prints one line per difference (seed and config), counts configurations the policy
-rejects (e.g. orca/static need max_num_batched_tokens >= max_model_len), and a summary line.
+prompts, priorities, aborts, KV-load failures, deferred block frees, tight pools, block sizes,
+engines and every policy that jumps. Prints one line per difference (seed and config), counts
+configurations the policy rejects (e.g. orca/static need max_num_batched_tokens >=
+max_model_len), and a summary line.
 """
 import json
 import random
@@ -75,6 +76,8 @@ def one(seed: int, tmp: str) -> int | str:
         kw.update(max_sim_time=rng.choice([3.0, 10.0]))
     if policy.startswith("trtllm"):
         kw.update(policy_options=trtllm_options(rng))
+    if policy.startswith("vllm") and rng.random() < 0.3:
+        kw.update(policy_options={"defer_block_free": True})  # finishes park blocks behind fences
     res = []
     for ff in (False, True):
         res.append(simulate(RunConfig(fast_forward=ff, **kw)))
