@@ -116,12 +116,12 @@ class FastForwardBase:
             r.num_in_flight_tokens = lag  # a prefill chunk in flight at the start has landed
             r.is_prefill_chunk = False
         self.finished_req_ids = []  # the first schedule reported them
-        if getattr(self.config, "defer_block_free", False):
+        fenced = getattr(self.config, "defer_block_free", False)
+        if fenced:
             kv.sched_step_seq += k
             kv.processed_step_seq += k - 1  # the first end_step ran inside the replay
             for r in reqs:
                 r.last_sched_seq = kv.sched_step_seq
-        fenced = getattr(self.config, "defer_block_free", False)
         for r in skipped:  # scheduled k - 1 times; the last update took its in-flight output
             r.num_computed_tokens -= 1
             r.num_in_flight_tokens = r.num_output_placeholders = 0

@@ -22,7 +22,7 @@ from typing import Any
 
 from .executor import SimStep
 from .fastforward_commit import commit_metrics
-from .fastforward_timeline import TIME_KEYS, retime_last, timeline
+from .fastforward_timeline import retime_last, timeline
 from .policies import StepResult
 
 _RID = attrgetter("request_id")
@@ -54,13 +54,9 @@ def fast_forward(world: Any) -> int:
     skipped = policy.ff_skipped_last(reqs, k) if k else []
     if skipped:  # the last schedule leaves some out (async max_tokens): retime it, or drop it
         left_out = {id(r) for r in skipped}
-        kept = [r for r in reqs if id(r) not in left_out]
-        if not kept or not retime_last(world, prev, times, kept):
+        if not retime_last(world, prev, times, [r for r in reqs if id(r) not in left_out]):
             k -= 1
             skipped = []
-            if not kept:
-                for key in TIME_KEYS:
-                    times[key].pop()
     if k < MIN_JUMP:
         return 0
     _apply(world, reqs, prev, k, times, skipped)
@@ -102,21 +98,16 @@ def _executor_horizon(world: Any, reqs: list, prev: Any) -> int:
     return k
 
 
-def _tokens(world: Any, reqs: list, first: list[int], count: int) -> list[list[int]]:
-    """Oracle tokens at output positions first[r] .. first[r] + count - 1."""
-    return world.executor.oracle.token_rows(reqs, first, count)
-
-
 def _apply(world: Any, reqs: list, prev: Any, k: int, times: dict[str, Any], skipped: list) -> None:
     """Move policy, executor, engine, world and metrics k iterations ahead."""
     engine, policy, executor = world.engine, world.engine.policy, world.executor
     idx0 = engine.num_launched
     out0 = [len(r.output_token_ids) for r in reqs]
     if prev is None:  # sync: positions out .. out + k - 1, all sampled inside the stretch
-        delivered = _tokens(world, reqs, out0, k)
+        delivered = executor.oracle.token_rows(reqs, out0, k)
         in_flight = None
     else:  # async: position `out` is the in-flight step's; the last launch stays in flight
-        fresh = _tokens(world, reqs, [o + 1 for o in out0], k)
+        fresh = executor.oracle.token_rows(reqs, [o + 1 for o in out0], k)
         first = prev[0].result.sampled_token_ids
         delivered = [[first[r.request_id][0], *row[:k - 1]] for r, row in zip(reqs, fresh, strict=True)]
         in_flight = [row[k - 1] for row in fresh]

@@ -79,8 +79,8 @@ def timeline(world: Any, reqs: list, prev: Any, limit: int) -> dict[str, Any]:
 
 
 def retime_last(world: Any, prev: Any, times: dict[str, Any], kept: list) -> bool:
-    """Redo the last iteration with only `kept` scheduled; False (and it is dropped) where the
-    shorter schedule changes what ends the stretch."""
+    """Redo the last iteration with only `kept` scheduled; False (and it is dropped) where nobody
+    is kept or the shorter schedule changes what ends the stretch."""
     i = len(times["sched"]) - 1
     n = len(kept)
     phase = world.cpu_model.phase_time
@@ -92,17 +92,19 @@ def retime_last(world: Any, prev: Any, times: dict[str, Any], kept: list) -> boo
     else:
         c, gpu_free = times["update"][i - 1], times["end"][i - 1]
         prev_end = gpu_free
-    g = decode_times(world.executor.latency_model, [r.num_computed_tokens for r in kept])(i)
-    row = _iteration(_Bounds(world, prev is None), c, gpu_free, prev_end, s, p,
-                     d0 if i == 0 else d, u0 if i == 0 else u, g)
-    for key, v in zip(TIME_KEYS, row or [None] * len(TIME_KEYS), strict=True):
-        if row is None:
+    row = None
+    if kept:
+        g = decode_times(world.executor.latency_model, [r.num_computed_tokens for r in kept])(i)
+        row = _iteration(_Bounds(world, prev is None), c, gpu_free, prev_end, s, p,
+                         d0 if i == 0 else d, u0 if i == 0 else u, g)
+    if row is None:
+        for key in TIME_KEYS:
             times[key].pop()
-        else:
-            times[key][i] = v
-    if row is not None:
-        times["last"] = (n, s, p)  # the last iteration's batch and schedule-side costs
-    return row is not None
+        return False
+    for key, v in zip(TIME_KEYS, row, strict=True):
+        times[key][i] = v
+    times["last"] = (n, s, p)  # the last iteration's batch and schedule-side costs
+    return True
 
 
 def decode_times(model: Any, ctx0: list[int]) -> Any:

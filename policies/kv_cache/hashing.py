@@ -53,11 +53,15 @@ def ensure_block_hashes(request: Request, num_blocks: int, block_size: int) -> l
     if have >= num_blocks:
         return hashes
     limit = min(num_blocks, request.num_tokens // block_size)
-    if request.prompt_token_ids is None and request.prompt_block_hashes is None:
-        _extend_unknown_prompt(request, hashes, limit, block_size)
-        return hashes
-    parent = hashes[-1] if have else NONE_HASH
     salt = None
+    if request.prompt_token_ids is None and request.prompt_block_hashes is None:
+        # a prompt known only by its length: every block starting inside it is unique (one pass)
+        split = min(limit, -(-request.prompt_len // block_size))
+        if have < split:
+            salt = _request_salt(request.request_id)
+            hashes.extend([_unique_hash(salt, idx) for idx in range(have, split)])
+            have = split
+    parent = hashes[-1] if hashes else NONE_HASH
     for idx in range(have, limit):
         parent = _block_hash(request, idx, parent, block_size)
         if parent is None:  # content known only to this request
@@ -72,23 +76,3 @@ def _unique_hash(salt: int, idx: int) -> int:
     """Block idx of a request whose content nobody else can be known to share: (request, index)
     identifies it, so no parent is needed."""
     return hash((_UNIQUE_TAG, salt, idx))
-
-
-def _extend_unknown_prompt(request: Request, hashes: list[int], limit: int, block_size: int) -> None:
-    """ensure_block_hashes' loop for a prompt known only by its length (traces without tokens).
-
-    Blocks that start inside the prompt are unique to the request; later ones hash their outputs.
-    """
-    have = len(hashes)
-    parent = hashes[-1] if have else NONE_HASH
-    prompt_len = request.prompt_len
-    split = min(limit, -(-prompt_len // block_size))
-    if have < split:
-        salt = _request_salt(request.request_id)
-        hashes.extend([hash((_UNIQUE_TAG, salt, idx)) for idx in range(have, split)])  # _unique_hash
-        parent = hashes[-1]
-    outs = request.output_token_ids
-    for idx in range(max(have, split), limit):
-        start = idx * block_size - prompt_len
-        parent = hash((parent, tuple(outs[start:start + block_size])))
-        hashes.append(parent)

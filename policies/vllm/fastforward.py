@@ -79,23 +79,20 @@ class FastForwardMixin(FastForwardBase):
     def _ff_skipped_update(self, r: Request) -> None:
         """update_from_output publishes the blocks its delivered output completed; with no
         schedule in the same iteration to have done it first, a new full block may be left."""
-        kv = self.kv
-        done = r.num_computed_tokens - r.num_in_flight_tokens
-        if kv.enable_caching and done // kv.block_size > kv.num_cached_block.get(r.request_id, 0):
-            kv.cache_blocks(r, done)
+        self.kv.cache_blocks(r, r.num_computed_tokens - r.num_in_flight_tokens)
 
     def ff_finish(self, reqs: list[Request]) -> list[RequestOutput]:
         """The stretch's last update (its tokens appended by ff_advance): update_from_output's
         stop path for each request that stops there, in running order."""
         max_model_len = self.config.max_model_len
-        outputs = []
+        outputs, stopped = [], set()
         for r in reqs:
             if check_stop(r, max_model_len):
                 self._free_request(r)
                 outputs.append(RequestOutput(r.request_id, [r.output_token_ids[-1]], r.status))
-        if outputs:
-            done = {id(r) for r in reqs if r.is_finished}
-            self.running = [r for r in self.running if id(r) not in done]
+                stopped.add(id(r))
+        if stopped:
+            self.running = [r for r in self.running if id(r) not in stopped]
         return outputs
 
     def ff_plan(self, reqs: list[Request]) -> StepPlan:

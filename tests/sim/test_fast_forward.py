@@ -140,29 +140,36 @@ def _trtllm_state(policy) -> tuple | None:
             dataclasses.astuple(policy.stats))
 
 
-@pytest.mark.parametrize("starved", [False, True])
-@pytest.mark.parametrize("policy,engine", sorted(JUMPING))
-def test_stopping_anywhere_leaves_identical_policy_state(policy: str, engine: str, starved: bool,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Block ids and the free queue never reach the tables: compare the policy itself mid-run."""
+def assert_same_state_when_stopped(cfg: RunConfig, untils: tuple[float, ...],
+                                  monkeypatch: pytest.MonkeyPatch,
+                                  workload: pd.DataFrame | None = None) -> int:
+    """Stop runs at each time with fast-forward off and on: the policies themselves must be equal
+    (block ids and the free queue never reach the tables). Returns the steps jumped."""
     import importlib
 
     sim_module = importlib.import_module("schedsim.simulate")  # the module, not the function
-
     made: list = []
     real_make = sim_module.make_policy
     monkeypatch.setattr(sim_module, "make_policy", lambda *a, **k: made.append(real_make(*a, **k))
                         or made[-1])
-    base = trace_config(policy, engine, "azure-conv-2023", starved=starved)
     jumped = 0
-    for until in (1.37, 2.9, 4.41):
+    for until in untils:
         states = []
         for ff in (False, True):
-            res = simulate(RunConfig(**{**base.__dict__, "fast_forward": ff, "max_sim_time": until}))
+            res = simulate(RunConfig(**{**cfg.__dict__, "fast_forward": ff, "max_sim_time": until}),
+                           workload=workload)
             states.append(_policy_state(made[-1]))
         assert states[0] == states[1], until
         jumped += res.summary["fast_forward_steps"]
-    assert jumped > 0
+    return jumped
+
+
+@pytest.mark.parametrize("starved", [False, True])
+@pytest.mark.parametrize("policy,engine", sorted(JUMPING))
+def test_stopping_anywhere_leaves_identical_policy_state(policy: str, engine: str, starved: bool,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    base = trace_config(policy, engine, "azure-conv-2023", starved=starved)
+    assert assert_same_state_when_stopped(base, (1.37, 2.9, 4.41), monkeypatch) > 0
 
 
 @pytest.mark.parametrize("policy,engine", sorted(VLLM_JUMPING))

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from schedsim import RunConfig, simulate
-from test_fast_forward import _policy_state, assert_same, trace_config
+from schedsim import RunConfig
+from test_fast_forward import assert_same, assert_same_state_when_stopped, trace_config
 
 
 def _workload(rows: list[tuple[float, int, int]]) -> pd.DataFrame:
@@ -59,20 +59,8 @@ def test_default_trace_slice_leaves_about_one_ordinary_iteration_per_request(pol
 def test_deferred_block_free_identical_tables_and_state(policy: str, engine: str, starved: bool,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """vLLM's defer_block_free: finishes inside a stretch park their blocks behind fences."""
-    import importlib
-
-    sim_module = importlib.import_module("schedsim.simulate")
-    made: list = []
-    real_make = sim_module.make_policy
-    monkeypatch.setattr(sim_module, "make_policy", lambda *a, **k: made.append(real_make(*a, **k))
-                        or made[-1])
-    base = {**trace_config(policy, engine, "azure-conv-2023", starved=starved).__dict__,
-            "policy_options": {"defer_block_free": True}}
+    base = RunConfig(**{**trace_config(policy, engine, "azure-conv-2023", starved=starved).__dict__,
+                        "policy_options": {"defer_block_free": True}})
     for extra in ({}, {"max_tokens_source": "cap"}, {"abort_fraction": 0.3, "abort_window_s": 3.0}):
-        assert assert_same(RunConfig(**{**base, **extra}))["fast_forward_steps"] > 0, extra
-    for until in (1.37, 2.9):
-        states = []
-        for ff in (False, True):
-            simulate(RunConfig(**{**base, "fast_forward": ff, "max_sim_time": until}))
-            states.append(_policy_state(made[-1]))
-        assert states[0] == states[1], until
+        assert assert_same(RunConfig(**{**base.__dict__, **extra}))["fast_forward_steps"] > 0, extra
+    assert_same_state_when_stopped(base, (1.37, 2.9), monkeypatch)

@@ -8,12 +8,10 @@ steps. Also LoRA adapters (the micro-batch's sort order), binding batch caps and
 
 from __future__ import annotations
 
-import importlib
-
 import pandas as pd
 import pytest
-from schedsim import RunConfig, simulate
-from test_fast_forward import _policy_state, assert_same
+from schedsim import RunConfig
+from test_fast_forward import assert_same, assert_same_state_when_stopped
 
 # q1 and q2 cross block boundaries in the same steps; their adapters make the micro-batch swap them
 BURST = pd.DataFrame({"request_id": [f"q{i}" for i in range(4)], "arrival_time": [0.0, 0.001, 0.002, 0.003],
@@ -54,16 +52,5 @@ def test_options_identical(policy: str, options: dict) -> None:
 def test_pool_running_short_policy_state(policy: str, two_step: bool,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Block ids, free-queue order and every LlmRequest field, at stops inside and after jumps."""
-    sim_module = importlib.import_module("schedsim.simulate")
-    made: list = []
-    real_make = sim_module.make_policy
-    monkeypatch.setattr(sim_module, "make_policy", lambda *a, **k: made.append(real_make(*a, **k))
-                        or made[-1])
     base = burst_config(policy, 40, two_step_lookahead=two_step)
-    for until in (0.3, 0.77, 1.21, 1.9):
-        states = []
-        for ff in (False, True):
-            cfg = RunConfig(**{**base.__dict__, "fast_forward": ff, "max_sim_time": until})
-            simulate(cfg, workload=BURST)
-            states.append(_policy_state(made[-1]))
-        assert states[0] == states[1], until
+    assert_same_state_when_stopped(base, (0.3, 0.77, 1.21, 1.9), monkeypatch, workload=BURST)
