@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # CPU build of torch from local disk on machines without a GPU; a bare `torch` pulls a CUDA build.
 TORCH ?= torch==2.13.0
 
-.PHONY: run test venv venv-backend bench notebooks clean lint
+.PHONY: run test venv venv-backend accel accel-strict bench notebooks clean lint
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -25,20 +25,28 @@ venv: $(VENV)/.installed
 
 venv-backend: $(VENV)/.installed-backend
 
-run: venv
+# The compiled core (mypyc; schedsim.accel): rebuilt only when a compiled module's source changed
+# (~1 min). `run` goes on in pure Python if no C compiler is found; `test` requires it.
+accel: venv
+	SCHEDSIM_PURE=1 $(BIN)/python -m schedsim.accel_build --if-stale --soft
+
+accel-strict: venv
+	SCHEDSIM_PURE=1 $(BIN)/python -m schedsim.accel_build --if-stale
+
+run: accel
 	$(BIN)/schedsim run --out runs/default
 
-test: venv-backend
-	$(BIN)/python -m pytest -q -p no:cacheprovider tests
+test: venv-backend accel-strict
+	SCHEDSIM_REQUIRE_ACCEL=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests
 
 lint: venv
 	$(BIN)/ruff check policies sim traces backend tests bench
 
-bench: venv
+bench: accel
 	$(BIN)/python bench/bench_default.py
 
 notebooks: venv
 	$(BIN)/python -m schedsim.notebooks_render notebooks runs/notebooks
 
 clean:
-	rm -rf $(VENV) runs build *.egg-info
+	rm -rf $(VENV) runs build *.egg-info sim/_compiled

@@ -16,11 +16,21 @@ schedule-time KV call for one decode token) and `_ff_after_advance` (its step co
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+from mypy_extensions import mypyc_attr
+
+from .kv_cache import KVCacheManager
 from .request import Request
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # the baselines, SGLang and TensorRT-LLM extend it
 class FastForwardBase:
     """ff_horizon / ff_advance and the KV replay; see the module docstring for the hooks."""
+
+    config: Any
+    kv: KVCacheManager
 
     def ff_running(self, depth: int) -> list[Request] | None:
         """The running requests if the next iterations are plain decodes of each, else None."""
@@ -52,7 +62,7 @@ class FastForwardBase:
     @property
     def _ff_lag(self) -> int:
         """Outputs in flight per request in the steady state: 0 sync, 1 with two batches."""
-        return self.max_concurrent_batches - 1
+        return int(self.max_concurrent_batches) - 1  # a class or instance attribute
 
     def ff_horizon(self, reqs: list[Request], limit: int) -> int:
         """Iterations (<= limit) before a length cap finishes a request or a block runs short."""
@@ -100,7 +110,7 @@ class FastForwardBase:
         return n
 
     def ff_advance(self, reqs: list[Request], k: int, tokens: list[list[int]],
-                   skipped: list[Request] = ()) -> list[float]:
+                   skipped: Sequence[Request] = ()) -> list[float]:
         """Apply k iterations; tokens[r] are request r's next k delivered tokens; the last
         schedule leaves out `skipped` (ff_skipped_last).
 
@@ -115,7 +125,7 @@ class FastForwardBase:
             r.num_computed_tokens = r.prompt_len + len(r.output_token_ids) - 1 + lag
             r.num_in_flight_tokens = lag  # a prefill chunk in flight at the start has landed
             r.is_prefill_chunk = False
-        self.finished_req_ids = []  # the first schedule reported them
+        self.finished_req_ids = []  # the first schedule reported them (a property in trtllm)
         fenced = getattr(self.config, "defer_block_free", False)
         if fenced:
             kv.sched_step_seq += k
@@ -133,7 +143,7 @@ class FastForwardBase:
 
     # ---- KV replay ----
     def _ff_replay_kv(self, reqs: list[Request], k: int, tokens: list[list[int]],
-                      out0: list[int], skipped: list[Request] = ()) -> list[float]:
+                      out0: list[int], skipped: Sequence[Request] = ()) -> list[float]:
         """Run the allocations and cache publications of k iterations through the real manager."""
         kv, bs, lag = self.kv, self.kv.block_size, self._ff_lag
         start = [(r, r.num_computed_tokens, n0) for r, n0 in zip(reqs, out0, strict=True)]
@@ -168,9 +178,9 @@ class FastForwardBase:
                     kv.end_step()  # the first update: releases what it fences
                     free_counts.append((1, kv.num_free_blocks))
                 continue
-            r, c, out0 = start[idx]
+            r, c, n0 = start[idx]
             # known tokens at this schedule: i outputs delivered since the stretch began
-            if sched_kv(r, c + i + 1, r.prompt_len + out0 + i, out0, i, tokens[idx]):
+            if sched_kv(r, c + i + 1, r.prompt_len + n0 + i, n0, i, tokens[idx]):
                 free_counts.append((i, kv.num_free_blocks))
         return self._usage_per_step(k, free0, free_counts)
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mypy_extensions import mypyc_attr
+
 from .request import RequestStatus
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # SGLang's plan extends it
 @dataclass(slots=True)
 class StepPlan:
     """What one step computes; plain data so both worlds and the metrics can read it."""

@@ -16,6 +16,8 @@ from collections import deque
 from collections.abc import Generator, Iterable
 from typing import Any, Protocol
 
+from mypy_extensions import mypyc_attr
+
 from .policies import Policy, Request, RequestOutput, RequestStatus, StepPlan, StepResult
 from .waits import JUMP, POLL, POLL_ABORTS, WAIT_ARRIVAL, CpuPhase, Inputs, Launch, Sample, WaitStep
 
@@ -52,6 +54,7 @@ class NullObserver:
         pass
 
 
+@mypyc_attr(native_class=False)  # exceptions stay Python classes when compiled (schedsim.accel)
 class PolicyStuckError(RuntimeError):
     """The policy holds requests but schedules nothing and no input can ever change that."""
 

@@ -63,7 +63,7 @@ def timeline(world: Any, reqs: list, prev: Any, limit: int) -> dict[str, Any]:
     c, gpu_free = world.cpu_now, world.gpu_free
     prev_end = prev[0].end if prev is not None else math.nan
     step_time = decode_times(world.executor.latency_model, [r.num_computed_tokens for r in reqs])
-    cols = tuple([] for _ in TIME_KEYS)
+    cols: tuple[list[float], ...] = tuple([] for _ in TIME_KEYS)
     for i in range(limit):
         row = _iteration(bounds, c, gpu_free, prev_end, s, p, d0 if i == 0 else d,
                          u0 if i == 0 else u, step_time(i))

@@ -59,7 +59,8 @@ class MetricsRecorder:
         self.policy = policy
         self.clock = clock
         requests = None if isinstance(workload, WorkloadColumns) else list(workload)
-        self.columns = WorkloadColumns.from_requests(requests) if requests is not None else workload
+        self.columns: WorkloadColumns = (WorkloadColumns.from_requests(requests) if requests is not None
+                                         else workload)  # type: ignore[assignment]
         self.index: dict[str, int] = {}  # live requests only: request id -> workload row
         self.live: dict[int, Request] = {}  # workload row -> its Request, until finished
         self.req = RequestBuffers(len(self.columns))
@@ -95,6 +96,7 @@ class MetricsRecorder:
     # ---- world hooks ----
     def add_interval(self, resource: str, kind: str, start: float, end: float, step: int) -> None:
         """One busy interval of the CPU or the GPU (the GPU's are forwards)."""
+        t: tuple[array, ...]
         if RESOURCE_CODES[resource]:
             t = self.gpu_timeline
         else:
@@ -103,6 +105,11 @@ class MetricsRecorder:
         t[-3].append(start)
         t[-2].append(end)
         t[-1].append(step)
+
+    def release_timeline(self) -> None:
+        """Drop the timeline buffers (timeline_table holds views of them while it merges)."""
+        self.cpu_timeline = (array("b"), array("d"), array("d"), array("i"))
+        self.gpu_timeline = (array("d"), array("d"), array("i"))
 
     def on_step_done(self, h: Any) -> None:
         """A launched step finished on the GPU: its composition and times (h is a SimStep)."""
@@ -162,15 +169,14 @@ class MetricsRecorder:
                 num_out[i] = seen + n
             if out.finish_reason is not None:
                 finished += 1
-                self._finish(i, out.request_id, FINISH_NAMES.get(out.finish_reason, "error"), now)
+                self._finish(i, out.request_id, finish_name(out.finish_reason), now)
         if finished:
             self.steps["num_finished"][step] += finished
 
     def on_jump_finishes(self, step: int, outputs: list[RequestOutput], now: float) -> None:
         """Finishes in a fast-forward jump's last update (their tokens are already committed)."""
         for out in outputs:
-            self._finish(self.index[out.request_id], out.request_id,
-                         FINISH_NAMES.get(out.finish_reason, "error"), now)
+            self._finish(self.index[out.request_id], out.request_id, finish_name(out.finish_reason), now)
         self.steps["num_finished"][step] += len(outputs)
 
     def on_abort(self, requests: list[Request]) -> None:
@@ -232,6 +238,11 @@ class MetricsRecorder:
                 b.first_sched[i] = now
                 b.cached[i] = plan.context_lens.get(rid, 0)
             self.hol.left(i)
+
+
+def finish_name(status: RequestStatus | None) -> str:
+    """The requests table's finish_reason of a terminal status."""
+    return FINISH_NAMES.get(status, "error") if status is not None else "error"
 
 
 def output_hash(tokens: list[int]) -> int:

@@ -87,7 +87,7 @@ def timeline_table(m: MetricsRecorder) -> pd.DataFrame:
     """
     cpu = [_view(a) for a in m.cpu_timeline]  # kind, start, end, step
     gpu = [_view(a) for a in m.gpu_timeline]  # start, end, step
-    m.cpu_timeline = m.gpu_timeline = None  # type: ignore[assignment]
+    m.release_timeline()  # the views keep the buffers alive only until merged
     cpu[1], cpu[0], cpu[2], cpu[3] = _in_start_order(cpu[1], [cpu[0], cpu[2], cpu[3]])
     gpu = _in_start_order(gpu[0], gpu[1:])
     n = len(cpu[1]) + len(gpu[0])

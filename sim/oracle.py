@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -103,7 +104,7 @@ class WorkloadOracle:
         else:
             keys = np.array([info[r.request_id][0] for r in reqs], np.uint64)
             keys += np.array(firsts, np.uint64)
-            grid = keys[:, None] + np.arange(count, dtype=np.uint64)
+            grid: Any = keys[:, None] + np.arange(count, dtype=np.uint64)
             grid *= _PHI_U64
             grid >>= _U32
             grid %= np.uint64(span)

@@ -79,7 +79,7 @@ def simulate_prepared(cfg: RunConfig, prep: PreparedWorkload, latency_model: Any
     oracle = WorkloadOracle(cfg.seed, acceptance_rate=cfg.spec_acceptance_rate,
                             kv_load_failures=prep.kv_load_failures)
     for req, target in zip(requests, prep.targets, strict=True):
-        oracle.add(req.request_id, target)
+        oracle.add(req.request_id, int(target))
     policy = make_policy(cfg.policy, **policy_options)
     depth = _engine_depth(cfg, policy)
     engine = Engine(policy, batch_queue_depth=depth, fast_forward=cfg.fast_forward)

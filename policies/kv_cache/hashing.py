@@ -63,12 +63,13 @@ def ensure_block_hashes(request: Request, num_blocks: int, block_size: int) -> l
             have = split
     parent = hashes[-1] if hashes else NONE_HASH
     for idx in range(have, limit):
-        parent = _block_hash(request, idx, parent, block_size)
-        if parent is None:  # content known only to this request
+        h = _block_hash(request, idx, parent, block_size)
+        if h is None:  # content known only to this request
             if salt is None:
                 salt = _request_salt(request.request_id)
-            parent = _unique_hash(salt, idx)
-        hashes.append(parent)
+            h = _unique_hash(salt, idx)
+        hashes.append(h)
+        parent = h
     return hashes
 
 

@@ -147,12 +147,12 @@ class KVCacheManager:
         watermark = self.watermark_blocks if has_scheduled_reqs and (
             request.status == RequestStatus.WAITING or request.status == RequestStatus.PREEMPTED) else 0
         if need > 0:
-            if need + watermark > len(self.pool.free_queue):
+            if need + watermark > self.pool.num_free:
                 return None
             new_blocks = self.pool.get_new_blocks(need)
             blocks.extend(new_blocks)
         else:
-            if watermark > len(self.pool.free_queue):
+            if watermark > self.pool.num_free:
                 return None
             new_blocks = []
         if self.enable_caching:
@@ -175,7 +175,7 @@ class KVCacheManager:
         need_slot = total if total < self.max_model_len else self.max_model_len
         need = -(-need_slot // self.block_size) - len(blocks)
         if need > 0:
-            if need > len(self.pool.free_queue):
+            if need > self.pool.num_free:
                 return False
             blocks.extend(self.pool.get_new_blocks(need))
         if self.enable_caching:
@@ -224,7 +224,7 @@ class KVCacheManager:
                 self.deferred_frees.append((self.sched_step_seq, blocks))
             return
         if blocks:
-            self.pool.free_blocks(reversed(blocks))
+            self.pool.free_table(blocks)
 
     def drop_request(self, request: Request) -> None:
         """Forget a finished request's hashes (memory: long traces)."""
@@ -241,7 +241,7 @@ class KVCacheManager:
         dq = self.deferred_frees
         while dq and dq[0][0] <= self.processed_step_seq:
             _, blocks = dq.popleft()
-            self.pool.free_blocks(reversed(blocks))
+            self.pool.free_table(blocks)
 
     @property
     def num_deferred_blocks(self) -> int:

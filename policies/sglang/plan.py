@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from ..plan import StepPlan
 
 
-@dataclass(slots=True)
+@dataclass  # no slots=True: they would shadow the compiled StepPlan's own fields (schedsim.accel)
 class SGLangStepPlan(StepPlan):
     """A StepPlan with SGLang's forward mode, request-pool slots and future-token slots.
 

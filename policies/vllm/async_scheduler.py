@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..interface import register_policy
 from ..plan import StepPlan
 from .config import VllmConfig
 from .scheduler import VllmScheduler
 
 
-@register_policy("vllm-async", "vLLM 0.33.0 AsyncScheduler: schedules step s+1 before step s's "
-                 "output returns, using output placeholders (2 batches in flight)", VllmConfig)
 class VllmAsyncScheduler(VllmScheduler):
     """Only the post-schedule hook differs: reserve the in-flight step's output as placeholders."""
 

@@ -17,9 +17,10 @@ from ..fastforward import FastForwardBase
 from ..plan import RequestOutput, StepPlan
 from ..request import Request, RequestStatus
 from .output import check_stop
+from .state import VllmState
 
 
-class FastForwardMixin(FastForwardBase):
+class FastForwardMixin(FastForwardBase, VllmState):
     """The vLLM policies' steady state, KV call and counters."""
 
     def ff_running(self, depth: int) -> list[Request] | None:

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
+from mypy_extensions import trait
+
 from ..request import Request, RequestStatus
+from .state import VllmState
 
 
-class LifecycleMixin:
+@trait
+class LifecycleMixin(VllmState):
     """Queues and KV bookkeeping around schedule()/update_from_output (vLLM's Scheduler helpers)."""
 
     def add_request(self, request: Request) -> None:

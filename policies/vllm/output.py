@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from mypy_extensions import trait
+
 from ..plan import RequestOutput, StepPlan, StepResult
 from ..request import Request, RequestStatus
+from .state import VllmState
 
 
 def check_stop(request: Request, max_model_len: int) -> bool:
@@ -22,7 +25,8 @@ def check_stop(request: Request, max_model_len: int) -> bool:
     return False
 
 
-class OutputMixin:
+@trait
+class OutputMixin(VllmState):
     """Folds a StepResult back into the requests (vLLM's Scheduler.update_from_output)."""
 
     def update_from_output(self, plan: StepPlan, result: StepResult) -> list[RequestOutput]:

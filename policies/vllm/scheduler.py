@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ..interface import register_policy
 from ..kv_cache import KVCacheManager
 from ..plan import StepPlan
 from ..request import Request, RequestStatus
@@ -33,9 +32,7 @@ class _StepState:
         self.threshold = threshold
 
 
-@register_policy("vllm", "vLLM 0.33.0 V1 scheduler: unified token budget, chunked prefill, prefix "
-                 "caching, recompute preemption (1 batch in flight)", VllmConfig)
-class VllmScheduler(LifecycleMixin, OutputMixin, FastForwardMixin):
+class VllmScheduler(FastForwardMixin, LifecycleMixin, OutputMixin):  # compiled: concrete base first
     """Synchronous V1 scheduler: schedule step s, then update from step s."""
 
     max_concurrent_batches = 1

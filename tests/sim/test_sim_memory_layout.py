@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from schedsim import RunConfig, simulate
 from schedsim.metrics import RESOURCES, TIMELINE_KINDS, MetricsRecorder, output_hash
 from schedsim.metrics_tables import timeline_table
-from schedsim.policies import Request
+from schedsim.policies import Request, make_policy
 from schedsim.workload import PreparedWorkload
 
 GEN = ("gen:process=poisson,rate=20,requests=300,prompt_mean=256,prompt_cv=1,output_mean=64,"
@@ -76,15 +76,9 @@ def _old_timeline(rows: list[tuple[int, int, float, float, int]]) -> pd.DataFram
     return df.sort_values(["start", "resource"], kind="stable").reset_index(drop=True)
 
 
-class _Recorder:
-    """Just the recorder's timeline streams."""
-
-    def __init__(self) -> None:
-        from array import array
-        self.cpu_timeline = (array("b"), array("d"), array("d"), array("i"))
-        self.gpu_timeline = (array("d"), array("d"), array("i"))
-
-    add_interval = MetricsRecorder.add_interval
+def _recorder() -> MetricsRecorder:
+    """A recorder with no requests: only its timeline streams get rows."""
+    return MetricsRecorder(make_policy("vllm"), [], clock=lambda: 0.0)
 
 
 @settings(max_examples=60, deadline=None)
@@ -93,7 +87,7 @@ class _Recorder:
        st.booleans())
 def test_merged_timeline_equals_a_stable_sort_of_all_intervals(items, ordered):
     """Ties across streams, equal starts within a stream, and streams out of order (fallback)."""
-    rec, rows, t_cpu, t_gpu = _Recorder(), [], 0.0, 0.0
+    rec, rows, t_cpu, t_gpu = _recorder(), [], 0.0, 0.0
     for gpu, kind, start, step in items:
         t = start / 4
         if ordered and gpu:  # what the simulator appends: each stream in start order
