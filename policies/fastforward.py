@@ -125,7 +125,8 @@ class FastForwardBase:
             r.num_computed_tokens = r.prompt_len + len(r.output_token_ids) - 1 + lag
             r.num_in_flight_tokens = lag  # a prefill chunk in flight at the start has landed
             r.is_prefill_chunk = False
-        self.finished_req_ids = []  # the first schedule reported them (a property in trtllm)
+        # the first schedule reported them; by name: FastForwardBase does not own the attribute
+        setattr(self, "finished_req_ids", [])  # noqa: B010 (a property in trtllm)
         fenced = getattr(self.config, "defer_block_free", False)
         if fenced:
             kv.sched_step_seq += k
