@@ -62,7 +62,7 @@ class FastForwardBase:
     @property
     def _ff_lag(self) -> int:
         """Outputs in flight per request in the steady state: 0 sync, 1 with two batches."""
-        return int(self.max_concurrent_batches) - 1  # a class or instance attribute
+        return int(getattr(self, "max_concurrent_batches")) - 1  # noqa: B009 (class or instance attribute)
 
     def ff_horizon(self, reqs: list[Request], limit: int) -> int:
         """Iterations (<= limit) before a length cap finishes a request or a block runs short."""
