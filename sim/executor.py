@@ -18,8 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .latency.base import StepShape
-from .oracle import _PHI as PHI
-from .oracle import MASK64, WorkloadOracle
+from .oracle import WorkloadOracle, synthetic_token
 from .policies import Request, StepPlan, StepResult
 
 
@@ -121,7 +120,7 @@ class SimExecutor:
                 if index == last and eos is not None and not req.ignore_eos:
                     toks = [eos]
                 else:
-                    tok = 3 + ((((key + index) * PHI) & MASK64) >> 32) % span
+                    tok = synthetic_token(key, index, span)
                     toks = [tok if tok != eos and not req.stop_token_ids else token(req, index)]
             sampled[rid] = toks
             nxt[rid] = index + len(toks)

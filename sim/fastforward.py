@@ -22,7 +22,7 @@ from typing import Any
 
 from .executor import SimStep
 from .fastforward_commit import commit_metrics
-from .fastforward_timeline import retime_last, timeline
+from .fastforward_timeline import StretchTimes, retime_last, timeline
 from .policies import StepResult
 
 _RID = attrgetter("request_id")
@@ -50,7 +50,7 @@ def fast_forward(world: Any) -> int:
     if limit < MIN_JUMP:
         return 0
     times = timeline(world, reqs, prev, limit)
-    k = len(times["sched"])
+    k = len(times)
     skipped = policy.ff_skipped_last(reqs, k) if k else []
     if skipped:  # the last schedule leaves some out (async max_tokens): retime it, or drop it
         left_out = {id(r) for r in skipped}
@@ -98,7 +98,7 @@ def _executor_horizon(world: Any, reqs: list, prev: Any) -> int:
     return k
 
 
-def _apply(world: Any, reqs: list, prev: Any, k: int, times: dict[str, Any], skipped: list) -> None:
+def _apply(world: Any, reqs: list, prev: Any, k: int, times: StretchTimes, skipped: list) -> None:
     """Move policy, executor, engine, world and metrics k iterations ahead."""
     engine, policy, executor = world.engine, world.engine.policy, world.executor
     idx0 = engine.num_launched
@@ -122,8 +122,8 @@ def _apply(world: Any, reqs: list, prev: Any, k: int, times: dict[str, Any], ski
         nxt[r.request_id] -= 1  # not in the last launch
     engine.num_launched += k
     engine._idle_empty_plans = 0  # what _note_progress records after a non-empty plan
-    world.cpu_now = times["update"][-1]
-    world.gpu_free = times["end"][-1]
+    world.cpu_now = times.update[-1]
+    world.gpu_free = times.end[-1]
     if in_flight is not None:
         left_out = {id(r) for r in skipped}
         last = [(r, t) for r, t in zip(reqs, in_flight, strict=True) if id(r) not in left_out]
@@ -140,7 +140,7 @@ def _apply(world: Any, reqs: list, prev: Any, k: int, times: dict[str, Any], ski
         engine._check()
 
 
-def _finish_at_end(world: Any, reqs: list, step: int, times: dict[str, Any]) -> None:
+def _finish_at_end(world: Any, reqs: list, step: int, times: StretchTimes) -> None:
     """Requests the last update stops (EOS, output cap) finish there: policy, engine, metrics."""
     outputs = world.engine.policy.ff_finish(reqs)
     if not outputs:
@@ -148,15 +148,15 @@ def _finish_at_end(world: Any, reqs: list, step: int, times: dict[str, Any]) -> 
     for out in outputs:
         world.engine.requests.pop(out.request_id, None)
     if world.metrics is not None:
-        world.metrics.on_jump_finishes(step, outputs, times["update"][-1])
+        world.metrics.on_jump_finishes(step, outputs, times.update[-1])
 
 
 def _in_flight_step(policy: Any, last: list[tuple[Any, int]], idx: int,
-                    times: dict[str, Any]) -> tuple[SimStep, Any, int]:
+                    times: StretchTimes) -> tuple[SimStep, Any, int]:
     """The batch queue's entry for the stretch's last launch (async), as a real launch builds it."""
     plan = policy.ff_plan([r for r, _ in last])
     result = StepResult(step_id=plan.step_id, sampled_token_ids={r.request_id: [t] for r, t in last})
     n = len(last)
-    h = SimStep(idx, plan, result, times["gpu"][-1], num_decode_reqs=n, num_decode_tokens=n)
-    h.ready, h.start, h.end = times["ready"][-1], times["start"][-1], times["end"][-1]
+    h = SimStep(idx, plan, result, times.gpu[-1], num_decode_reqs=n, num_decode_tokens=n)
+    h.ready, h.start, h.end = times.ready[-1], times.start[-1], times.end[-1]
     return h, plan, idx

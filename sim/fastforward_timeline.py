@@ -9,105 +9,135 @@ take an input, whose mid-iteration poll would take an abort, or whose wait ends 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from .latency.base import StepShape
+from .policies import Request
 
-TIME_KEYS = ("poll", "sched", "ready", "start", "end", "gpu", "wait", "d2h", "update")
+
+class StretchTimes:
+    """One list per time of each iteration (the clock at its top, then each phase's end, the GPU
+    forward's start, end and duration, what its wait returned), plus the phase costs."""
+
+    def __init__(self, s: float, p: float, d0: float, u0: float, d: float, u: float) -> None:
+        self.poll: list[float] = []  # the clock at the top (the poll)
+        self.sched: list[float] = []  # end of schedule()
+        self.ready: list[float] = []  # end of prepare_inputs: the launch
+        self.start: list[float] = []  # the forward's start on the GPU
+        self.end: list[float] = []
+        self.gpu: list[float] = []  # its duration
+        self.wait: list[float] = []  # when the wait returned
+        self.d2h: list[float] = []
+        self.update: list[float] = []  # end of update_from_output
+        # phase costs: schedule, prepare, first d2h and update (the batch before), then steady
+        self.s, self.p, self.d0, self.u0, self.d, self.u = s, p, d0, u0, d, u
+        # the last iteration's batch and schedule-side costs when retime_last shrank it
+        self.last_n = -1
+        self.s_last, self.p_last = s, p
+
+    def __len__(self) -> int:
+        return len(self.sched)
+
+    def pop(self) -> None:
+        """Drop the last iteration."""
+        for col in (self.poll, self.sched, self.ready, self.start, self.end, self.gpu, self.wait,
+                    self.d2h, self.update):
+            col.pop()
 
 
 class _Bounds:
     """What ends a stretch: the next input, the next abort the mid-iteration poll takes, `until`."""
 
-    __slots__ = ("input", "abort", "until", "sync")
-
     def __init__(self, world: Any, sync: bool) -> None:
         nxt_input = world.inputs.next_time()
-        self.input = math.inf if nxt_input is None else nxt_input
+        self.input: float = math.inf if nxt_input is None else nxt_input
         nxt_abort = world.inputs.next_abort_poll_time()  # the mid-iteration poll takes only aborts
-        self.abort = math.inf if nxt_abort is None else nxt_abort
-        self.until = world.until
+        self.abort: float = math.inf if nxt_abort is None else nxt_abort
+        self.until: float = world.until
         self.sync = sync
 
 
-def _iteration(b: _Bounds, c: float, gpu_free: float, prev_end: float, s: float, p: float,
-               d: float, u: float, g: float) -> tuple[float, ...] | None:
-    """One iteration's TIME_KEYS values from the clock before it; None where it may not be jumped."""
+def _iteration(b: _Bounds, t: StretchTimes, c: float, gpu_free: float, prev_end: float, s: float,
+               p: float, d: float, u: float, g: float) -> bool:
+    """Append one iteration's times from the clock before it; False (nothing appended) where it
+    may not be jumped."""
     if b.input <= c:
-        return None
+        return False
     c1 = c + s if s > 0 else c
     c2 = c1 + p if p > 0 else c1
     start = c2 if c2 > gpu_free else gpu_free
     end = start + g
     waited = end if b.sync else prev_end  # sync waits on this step, async on the last
-    t = waited if waited > c2 else c2
-    if t > b.until:
-        return None
-    c4 = t + d if d > 0 else t
-    if b.abort <= c4:
-        return None
-    return c, c1, c2, start, end, g, t, c4, c4 + u if u > 0 else c4
-
-
-def timeline(world: Any, reqs: list, prev: Any, limit: int) -> dict[str, Any]:
-    """The times of up to `limit` iterations, stopping before one that would see an input."""
-    n = len(reqs)
-    phase = world.cpu_model.phase_time
-    s, p = phase("schedule", n, n), phase("prepare_inputs", n, n)
-    d = d0 = phase("d2h_copy", n, n)
-    u = u0 = phase("update_from_output", n, n)
-    if prev is not None:
-        m, tok = len(prev[1].num_scheduled_tokens), prev[1].total_num_scheduled_tokens
-        d0, u0 = phase("d2h_copy", m, tok), phase("update_from_output", m, tok)
-    bounds = _Bounds(world, prev is None)
-    c, gpu_free = world.cpu_now, world.gpu_free
-    prev_end = prev[0].end if prev is not None else math.nan
-    step_time = decode_times(world.executor.latency_model, [r.num_computed_tokens for r in reqs])
-    cols: tuple[list[float], ...] = tuple([] for _ in TIME_KEYS)
-    for i in range(limit):
-        row = _iteration(bounds, c, gpu_free, prev_end, s, p, d0 if i == 0 else d,
-                         u0 if i == 0 else u, step_time(i))
-        if row is None:
-            break
-        for col, v in zip(cols, row, strict=True):
-            col.append(v)
-        gpu_free = prev_end = row[4]
-        c = row[8]
-    out: dict[str, Any] = dict(zip(TIME_KEYS, cols, strict=True))
-    out["costs"] = (s, p, d0, u0, d, u)
-    return out
-
-
-def retime_last(world: Any, prev: Any, times: dict[str, Any], kept: list) -> bool:
-    """Redo the last iteration with only `kept` scheduled; False (and it is dropped) where nobody
-    is kept or the shorter schedule changes what ends the stretch."""
-    i = len(times["sched"]) - 1
-    n = len(kept)
-    phase = world.cpu_model.phase_time
-    s, p = phase("schedule", n, n), phase("prepare_inputs", n, n)
-    _, _, d0, u0, d, u = times["costs"]
-    if i == 0:
-        c, gpu_free = world.cpu_now, world.gpu_free
-        prev_end = prev[0].end if prev is not None else math.nan
-    else:
-        c, gpu_free = times["update"][i - 1], times["end"][i - 1]
-        prev_end = gpu_free
-    row = None
-    if kept:
-        g = decode_times(world.executor.latency_model, [r.num_computed_tokens for r in kept])(i)
-        row = _iteration(_Bounds(world, prev is None), c, gpu_free, prev_end, s, p,
-                         d0 if i == 0 else d, u0 if i == 0 else u, g)
-    if row is None:
-        for key in TIME_KEYS:
-            times[key].pop()
+    w = waited if waited > c2 else c2
+    if w > b.until:
         return False
-    for key, v in zip(TIME_KEYS, row, strict=True):
-        times[key][i] = v
-    times["last"] = (n, s, p)  # the last iteration's batch and schedule-side costs
+    c4 = w + d if d > 0 else w
+    if b.abort <= c4:
+        return False
+    t.poll.append(c)
+    t.sched.append(c1)
+    t.ready.append(c2)
+    t.start.append(start)
+    t.end.append(end)
+    t.gpu.append(g)
+    t.wait.append(w)
+    t.d2h.append(c4)
+    t.update.append(c4 + u if u > 0 else c4)
     return True
 
 
-def decode_times(model: Any, ctx0: list[int]) -> Any:
+def timeline(world: Any, reqs: list[Request], prev: Any, limit: int) -> StretchTimes:
+    """The times of up to `limit` iterations, stopping before one that would see an input."""
+    n = len(reqs)
+    phase = world.cpu_model.phase_time
+    d = d0 = float(phase("d2h_copy", n, n))
+    u = u0 = float(phase("update_from_output", n, n))
+    if prev is not None:
+        m, tok = len(prev[1].num_scheduled_tokens), prev[1].total_num_scheduled_tokens
+        d0, u0 = float(phase("d2h_copy", m, tok)), float(phase("update_from_output", m, tok))
+    s, p = float(phase("schedule", n, n)), float(phase("prepare_inputs", n, n))
+    t = StretchTimes(s, p, d0, u0, d, u)
+    bounds = _Bounds(world, prev is None)
+    c: float = world.cpu_now
+    gpu_free: float = world.gpu_free
+    prev_end: float = prev[0].end if prev is not None else math.nan
+    step_time = decode_times(world.executor.latency_model, [r.num_computed_tokens for r in reqs])
+    for i in range(limit):
+        if not _iteration(bounds, t, c, gpu_free, prev_end, s, p, d0 if i == 0 else d,
+                          u0 if i == 0 else u, step_time(i)):
+            break
+        gpu_free = prev_end = t.end[i]
+        c = t.update[i]
+    return t
+
+
+def retime_last(world: Any, prev: Any, t: StretchTimes, kept: list[Request]) -> bool:
+    """Redo the last iteration with only `kept` scheduled; False (and it is dropped) where nobody
+    is kept or the shorter schedule changes what ends the stretch."""
+    i = len(t) - 1
+    n = len(kept)
+    phase = world.cpu_model.phase_time
+    s, p = float(phase("schedule", n, n)), float(phase("prepare_inputs", n, n))
+    if i == 0:
+        c: float = world.cpu_now
+        gpu_free: float = world.gpu_free
+        prev_end: float = prev[0].end if prev is not None else math.nan
+    else:
+        c, gpu_free = t.update[i - 1], t.end[i - 1]
+        prev_end = gpu_free
+    t.pop()
+    if not kept:
+        return False
+    g = decode_times(world.executor.latency_model, [r.num_computed_tokens for r in kept])(i)
+    if not _iteration(_Bounds(world, prev is None), t, c, gpu_free, prev_end, s, p,
+                      t.d0 if i == 0 else t.d, t.u0 if i == 0 else t.u, g):
+        return False
+    t.last_n, t.s_last, t.p_last = n, s, p
+    return True
+
+
+def decode_times(model: Any, ctx0: list[int]) -> Callable[[int], float]:
     """i -> GPU time of the stretch's i-th step (every context one longer per step)."""
     n, ctx_sum = len(ctx0), sum(ctx0)
     closed = getattr(model, "decode_step_time", None)

@@ -16,17 +16,36 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
+from mypy_extensions import i64
 
+from . import accel
 from .policies import Request
 
 MASK64 = (1 << 64) - 1
 _INV_2_53 = 1.0 / (1 << 53)
 _PHI = 0x9E3779B97F4A7C15  # 2^64 / golden ratio: spreads consecutive positions
+PHI_I64: Final = _PHI - (1 << 64)  # the same multiplier as a signed 64-bit integer
 _PHI_U64, _U32, _U3 = np.uint64(_PHI), np.uint64(32), np.uint64(3)
-GRID_MIN = 32  # token_rows: below this many tokens a Python loop beats numpy's fixed cost
+# token_rows: below this many tokens a Python loop beats numpy's fixed cost; compiled, always
+GRID_MIN = 1 << 62 if accel.status().active else 32
+
+
+def to_i64(x: int) -> int:
+    """A 64-bit unsigned value as the signed integer with the same low 64 bits."""
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+def synthetic_token(key: i64, index: i64, span: i64) -> i64:
+    """3 + bits 32..63 of (key + index) * PHI (mod 2^64), mod span: the token at a position.
+
+    `key` is the request key as a signed 64-bit integer (`to_i64`). Compiled, the product wraps
+    in 64 bits; interpreted it is exact; bits 32..63 of both are the same.
+    """
+    x: i64 = (key + index) * PHI_I64
+    return 3 + ((x >> 32) & 0xFFFFFFFF) % span
 
 
 def mix64(x: int) -> int:
@@ -60,7 +79,7 @@ class WorkloadOracle:
         self.acceptance_rate = acceptance_rate
         self.targets: dict[str, int] = {}
         self._keys: dict[str, int] = {}
-        self._info: dict[str, tuple[int, int]] = {}  # request id -> (key, EOS position)
+        self._info: dict[str, tuple[int, int]] = {}  # request id -> (signed key, EOS position)
         self._span = vocab_size - 3
         self._kv_fail: set[str] = set(kv_load_failures)
 
@@ -71,7 +90,7 @@ class WorkloadOracle:
         self.targets[request_id] = target_output_tokens
         key = request_key(self.seed, request_id)
         self._keys[request_id] = key
-        self._info[request_id] = (key, target_output_tokens - 1)
+        self._info[request_id] = (to_i64(key), target_output_tokens - 1)
 
     def forget(self, request_id: str) -> None:
         """Drop a finished request's entries (keeps memory flat over long traces)."""
@@ -85,7 +104,7 @@ class WorkloadOracle:
         eos = req.eos_token_id
         if index == last and eos is not None and not req.ignore_eos:
             return eos
-        tok = 3 + ((((key + index) * _PHI) & MASK64) >> 32) % self._span
+        tok: int = synthetic_token(key, index, self._span)
         if tok == eos or (req.stop_token_ids and tok in req.stop_token_ids):
             while tok == eos or tok in req.stop_token_ids:
                 tok = 3 + (tok - 2) % self._span
@@ -98,11 +117,14 @@ class WorkloadOracle:
     def token_rows(self, reqs: Sequence[Request], firsts: Sequence[int], count: int) -> list[list[int]]:
         """`tokens` of many requests at once (a uint64 grid, which wraps as MASK64 does, when large)."""
         info, span = self._info, self._span
+        rows: list[list[int]]
         if len(reqs) * count < GRID_MIN:  # numpy's fixed cost would dominate
-            rows = [[3 + ((((key + j) * _PHI) & MASK64) >> 32) % span for j in range(f, f + count)]
-                    for key, f in zip((info[r.request_id][0] for r in reqs), firsts, strict=True)]
+            rows = []
+            for r, f in zip(reqs, firsts, strict=True):
+                key = info[r.request_id][0]
+                rows.append([synthetic_token(key, j, span) for j in range(f, f + count)])
         else:
-            keys = np.array([info[r.request_id][0] for r in reqs], np.uint64)
+            keys = np.array([info[r.request_id][0] for r in reqs], np.int64).view(np.uint64)
             keys += np.array(firsts, np.uint64)
             grid: Any = keys[:, None] + np.arange(count, dtype=np.uint64)
             grid *= _PHI_U64

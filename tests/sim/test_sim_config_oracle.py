@@ -8,7 +8,7 @@ import json
 import pytest
 from schedsim import RunConfig
 from schedsim.executor import SimExecutor
-from schedsim.oracle import WorkloadOracle
+from schedsim.oracle import WorkloadOracle, to_i64
 from schedsim.policies import Request, StepPlan
 
 
@@ -125,7 +125,8 @@ def test_tokens_run_equals_token_at_each_position(kw: dict) -> None:
     assert not set(one) & set(req.stop_token_ids)
 
 
-@pytest.mark.parametrize("count", [1, 3, 40])  # 4 x 1 and 4 x 3 tokens: Python; 4 x 40: the uint64 grid
+# 4 x 1 and 4 x 3 tokens: the loop; 4 x 40: the uint64 grid (pure Python; compiled, always the loop)
+@pytest.mark.parametrize("count", [1, 3, 40])
 def test_token_rows_equal_token_for_mixed_requests(count: int) -> None:
     o = WorkloadOracle(seed=3, vocab_size=12)  # synthetic ids hit EOS and stop ids
     reqs = [Request("a", 0.0, 4, 80), Request("b", 0.0, 4, 80, eos_token_id=5),
@@ -133,7 +134,7 @@ def test_token_rows_equal_token_for_mixed_requests(count: int) -> None:
             Request("d", 0.0, 4, 80, eos_token_id=None, stop_token_ids=(6, 7))]
     for r, target in zip(reqs, (2, 9, 30, 41), strict=True):
         o.add(r.request_id, target)
-    o._info["a"] = ((1 << 64) - 2, 1)  # a key at the top of the range: the grid must wrap
+    o._info["a"] = (to_i64((1 << 64) - 2), 1)  # a key at the top of the range: the grid must wrap
     firsts = [0, 7, 25, 38]
     rows = o.token_rows(reqs, firsts, count)
     for r, first, row in zip(reqs, firsts, rows, strict=True):
