@@ -17,33 +17,34 @@ where k ordinary iterations would have. Tests compare every output table with it
 
 from __future__ import annotations
 
-from operator import attrgetter
 from typing import Any
 
-from .executor import SimStep
+from .engine import Engine
+from .executor import SimExecutor, SimStep
 from .fastforward_commit import commit_metrics
 from .fastforward_timeline import StretchTimes, retime_last, timeline
-from .policies import StepResult
+from .policies import Request, RequestOutput, StepPlan, StepResult
 
-_RID = attrgetter("request_id")
+InFlight = tuple[Any, StepPlan, int]  # a batch-queue entry: handle (a SimStep here), plan, index
 MIN_JUMP = 1  # even a one-iteration jump costs less than an ordinary iteration
 MAX_JUMP = 4096  # bounds the arrays of one jump
 
 
 def fast_forward(world: Any) -> int:
     """Jump over as many steady iterations as provably change nothing; returns how many."""
-    engine = world.engine
-    policy = engine.policy
+    engine: Engine = world.engine
+    policy: Any = engine.policy
     ff_running = getattr(policy, "ff_running", None)
-    if ff_running is None or engine._held or len(engine._queue) != engine.depth - 1:
+    queue = engine._queue
+    if ff_running is None or engine._held or len(queue) != engine.depth - 1:
         return 0
     due = world.inputs.next_time()
     if due is not None and due <= world.cpu_now:
         return 0  # this iteration's poll takes an input
-    reqs = ff_running(engine.depth)
+    reqs: list[Request] | None = ff_running(engine.depth)
     if reqs is None:
         return 0
-    prev = engine._queue[0] if engine._queue else None
+    prev = queue[0] if queue else None
     limit = _executor_horizon(world, reqs, prev)
     if limit >= MIN_JUMP:
         limit = policy.ff_horizon(reqs, limit)
@@ -51,7 +52,7 @@ def fast_forward(world: Any) -> int:
         return 0
     times = timeline(world, reqs, prev, limit)
     k = len(times)
-    skipped = policy.ff_skipped_last(reqs, k) if k else []
+    skipped: list[Request] = policy.ff_skipped_last(reqs, k) if k else []
     if skipped:  # the last schedule leaves some out (async max_tokens): retime it, or drop it
         left_out = {id(r) for r in skipped}
         if not retime_last(world, prev, times, [r for r in reqs if id(r) not in left_out]):
@@ -63,23 +64,25 @@ def fast_forward(world: Any) -> int:
     return k
 
 
-def _executor_horizon(world: Any, reqs: list, prev: Any) -> int:
+def _executor_horizon(world: Any, reqs: list[Request], prev: InFlight | None) -> int:
     """Iterations before a running request delivers its EOS (0 where the stretch cannot start)."""
     metrics = world.metrics
     if metrics is not None and (metrics.hol.count or metrics.hol._pending is not None):
         return 0
-    executor = world.executor
+    executor: SimExecutor = world.executor
     oracle, nxt, lag = executor.oracle, executor._next, world.engine.depth - 1
+    scheduled: dict[str, int] = {}
+    sampled: dict[str, list[int]] | None = None
     if prev is not None:
         plan, result = prev[1], prev[0].result
         scheduled = plan.num_scheduled_tokens
-        if (result.failed_kv_load_ids or plan.spec_decode_tokens or result.draft_token_ids
-                or not all(map(scheduled.__contains__, map(_RID, reqs)))):
+        if result.failed_kv_load_ids or plan.spec_decode_tokens or result.draft_token_ids:
             return 0
-        if len(plan.num_scheduled_tokens) != len(reqs):  # others must have finished since
+        if len(scheduled) != len(reqs):  # others must have finished since
             live = world.engine.policy.requests
-            if sum(rid in live for rid in plan.num_scheduled_tokens) != len(reqs):
+            if sum(1 for rid in scheduled if rid in live) != len(reqs):
                 return 0
+        sampled = result.sampled_token_ids
     k = MAX_JUMP
     info, kv_fail = oracle._info, oracle._kv_fail
     ends = 1 if getattr(world.engine.policy, "_ff_finishes", False) else 0  # EOS in the last update
@@ -88,32 +91,42 @@ def _executor_horizon(world: Any, reqs: list, prev: Any) -> int:
         out = len(r.output_token_ids)
         if nxt.get(rid) != out + lag or (kv_fail and rid in kv_fail):
             return 0
-        if prev is not None:
-            toks = prev[0].result.sampled_token_ids.get(rid)
-            if toks is None or len(toks) != 1:
+        if sampled is not None:
+            toks = sampled.get(rid)
+            if toks is None or len(toks) != 1 or rid not in scheduled:
                 return 0
         last = info[rid][1]
         if r.eos_token_id is not None and not r.ignore_eos and last >= out:
-            k = min(k, last - out + ends)  # delivered positions out .. out + k - 1: EOS at most last
+            horizon = last - out + ends  # delivered positions out .. out + k - 1: EOS at most last
+            if horizon < k:
+                k = horizon
     return k
 
 
-def _apply(world: Any, reqs: list, prev: Any, k: int, times: StretchTimes, skipped: list) -> None:
+def _apply(world: Any, reqs: list[Request], prev: InFlight | None, k: int, times: StretchTimes,
+           skipped: list[Request]) -> None:
     """Move policy, executor, engine, world and metrics k iterations ahead."""
-    engine, policy, executor = world.engine, world.engine.policy, world.executor
+    engine: Engine = world.engine
+    policy: Any = engine.policy
+    executor: SimExecutor = world.executor
+    oracle = executor.oracle
     idx0 = engine.num_launched
     out0 = [len(r.output_token_ids) for r in reqs]
+    delivered: list[list[int]]
+    in_flight: list[int] = []
     if prev is None:  # sync: positions out .. out + k - 1, all sampled inside the stretch
-        delivered = executor.oracle.token_rows(reqs, out0, k)
-        in_flight = None
+        delivered = oracle.token_rows(reqs, out0, k)
     else:  # async: position `out` is the in-flight step's; the last launch stays in flight
-        fresh = executor.oracle.token_rows(reqs, [o + 1 for o in out0], k)
+        fresh = oracle.token_rows(reqs, [o + 1 for o in out0], k)
         first = prev[0].result.sampled_token_ids
-        delivered = [[first[r.request_id][0], *row[:k - 1]] for r, row in zip(reqs, fresh, strict=True)]
-        in_flight = [row[k - 1] for row in fresh]
+        delivered = []
+        for r, row in zip(reqs, fresh, strict=True):
+            in_flight.append(row.pop())
+            row.insert(0, first[r.request_id][0])
+            delivered.append(row)
     nxt = executor._next
     for rid in policy.finished_req_ids:  # the first plan reports them: the worker forgets them
-        executor.oracle.forget(rid)
+        oracle.forget(rid)
         nxt.pop(rid, None)
     usage = policy.ff_advance(reqs, k, delivered, skipped)
     for r in reqs:
@@ -124,7 +137,7 @@ def _apply(world: Any, reqs: list, prev: Any, k: int, times: StretchTimes, skipp
     engine._idle_empty_plans = 0  # what _note_progress records after a non-empty plan
     world.cpu_now = times.update[-1]
     world.gpu_free = times.end[-1]
-    if in_flight is not None:
+    if prev is not None:
         left_out = {id(r) for r in skipped}
         last = [(r, t) for r, t in zip(reqs, in_flight, strict=True) if id(r) not in left_out]
         engine._queue.clear()
@@ -140,21 +153,22 @@ def _apply(world: Any, reqs: list, prev: Any, k: int, times: StretchTimes, skipp
         engine._check()
 
 
-def _finish_at_end(world: Any, reqs: list, step: int, times: StretchTimes) -> None:
+def _finish_at_end(world: Any, reqs: list[Request], step: int, times: StretchTimes) -> None:
     """Requests the last update stops (EOS, output cap) finish there: policy, engine, metrics."""
-    outputs = world.engine.policy.ff_finish(reqs)
+    outputs: list[RequestOutput] = world.engine.policy.ff_finish(reqs)
     if not outputs:
         return
+    live = world.engine.requests
     for out in outputs:
-        world.engine.requests.pop(out.request_id, None)
+        live.pop(out.request_id, None)
     if world.metrics is not None:
         world.metrics.on_jump_finishes(step, outputs, times.update[-1])
 
 
-def _in_flight_step(policy: Any, last: list[tuple[Any, int]], idx: int,
-                    times: StretchTimes) -> tuple[SimStep, Any, int]:
+def _in_flight_step(policy: Any, last: list[tuple[Request, int]], idx: int,
+                    times: StretchTimes) -> InFlight:
     """The batch queue's entry for the stretch's last launch (async), as a real launch builds it."""
-    plan = policy.ff_plan([r for r, _ in last])
+    plan: StepPlan = policy.ff_plan([r for r, _ in last])
     result = StepResult(step_id=plan.step_id, sampled_token_ids={r.request_id: [t] for r, t in last})
     n = len(last)
     h = SimStep(idx, plan, result, times.gpu[-1], num_decode_reqs=n, num_decode_tokens=n)

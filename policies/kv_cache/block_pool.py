@@ -5,6 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 NULL_BLOCK_ID = 0
+# The hash of a published block whose content only its request can know, while it is not in the
+# hash map (KVCacheManager's lazy_private): hash() never returns -1.
+PRIVATE_HASH = -1
 
 
 class BlockPool:
@@ -13,14 +16,15 @@ class BlockPool:
     The free queue holds every block with ref_cnt 0, cached (hashed) ones included: they stay
     reusable by prefix hits until `get_new_blocks` pops them from the front and evicts their hash.
     Freed blocks without a hash go to the front (reused first), hashed ones to the back (LRU).
+    `mapped[b]`: block b's hash is in the hash map (a PRIVATE_HASH block's is not).
     As in vLLM (FreeKVCacheBlockQueue), the queue is a doubly linked list threaded through the
     block ids (`_next`/`_prev`; the null block is its sentinel: `_next[0]` is the head, `_prev[0]`
     the tail), so a prefix hit removes a block from the middle in O(1) and, compiled
     (schedsim.accel), every operation is a few native list reads and writes.
     """
 
-    __slots__ = ("num_gpu_blocks", "enable_caching", "ref_cnt", "block_hash", "cached", "num_free",
-                 "_next", "_prev")
+    __slots__ = ("num_gpu_blocks", "enable_caching", "ref_cnt", "block_hash", "mapped", "cached",
+                 "num_free", "_next", "_prev")
 
     def __init__(self, num_gpu_blocks: int, enable_caching: bool) -> None:
         if num_gpu_blocks < 2:
@@ -30,6 +34,7 @@ class BlockPool:
         self.enable_caching = enable_caching
         self.ref_cnt: list[int] = [0] * num_gpu_blocks
         self.block_hash: list[int | None] = [None] * num_gpu_blocks
+        self.mapped: list[bool] = [False] * num_gpu_blocks
         # hash -> block id, or list of ids (first inserted is the one hits use) for duplicates.
         self.cached: dict[int, int | list[int]] = {}
         # free queue 1, 2, ..., n - 1 (front = next to allocate/evict)
@@ -74,13 +79,16 @@ class BlockPool:
         if num_blocks > self.num_free:
             raise ValueError(f"cannot get {num_blocks} free blocks from the pool ({self.num_free} free)")
         ref_cnt, block_hash, nxt, prev = self.ref_cnt, self.block_hash, self._next, self._prev
+        mapped = self.mapped
         out: list[int] = []
         bid = nxt[0]
         for _ in range(num_blocks):
             h = block_hash[bid]
             if h is not None:  # evict: the block is about to hold other content
                 block_hash[bid] = None
-                self._uncache(h, bid)
+                if mapped[bid]:
+                    mapped[bid] = False
+                    self._uncache(h, bid)
             ref_cnt[bid] = 1
             out.append(bid)
             bid = nxt[bid]
@@ -158,12 +166,13 @@ class BlockPool:
         """cache_block for each pair, in order (one call per published run of blocks)."""
         if len(block_ids) != len(hashes):
             raise ValueError(f"cache_blocks: {len(block_ids)} blocks but {len(hashes)} hashes")
-        block_hash, cached = self.block_hash, self.cached
+        block_hash, cached, mapped = self.block_hash, self.cached, self.mapped
         for i in range(len(block_ids)):
             bid, h = block_ids[i], hashes[i]
             if block_hash[bid] == h:
                 continue
             block_hash[bid] = h
+            mapped[bid] = True
             entry = cached.get(h)
             if entry is None:
                 cached[h] = bid
@@ -171,6 +180,14 @@ class BlockPool:
                 cached[h] = [entry, bid]
             else:
                 entry.append(bid)
+
+    def mark_private(self, block_ids: list[int]) -> None:
+        """Publish blocks whose content only their request can know, outside the hash map: they
+        count as cached (freed to the back of the queue) but nobody can hit them (yet)."""
+        block_hash = self.block_hash
+        for bid in block_ids:
+            if block_hash[bid] is None:
+                block_hash[bid] = PRIVATE_HASH
 
     def check_invariants(self, held: dict[int, int]) -> None:
         """free + held + null == total; ref counts equal the references `held` counts per block."""
@@ -190,6 +207,10 @@ class BlockPool:
             want = held.get(bid, 0)
             assert self.ref_cnt[bid] == want, f"block {bid}: ref_cnt {self.ref_cnt[bid]} != {want} refs"
             assert (bid in free) == (want == 0), f"block {bid}: free-queue membership wrong"
+        in_map = 0
         for h, entry in self.cached.items():
             for bid in ([entry] if isinstance(entry, int) else entry):
                 assert self.block_hash[bid] == h, f"cache map points at block {bid} with another hash"
+                assert self.mapped[bid], f"block {bid} is in the hash map but not marked mapped"
+                in_map += 1
+        assert in_map == sum(self.mapped), "a block marked mapped is not in the hash map"

@@ -46,6 +46,23 @@ def _block_hash(request: Request, idx: int, parent: int, block_size: int) -> int
     return hash((parent, tuple(outs[start - prompt_len:end - prompt_len])))
 
 
+NEVER_PRIVATE = 1 << 62  # private_from of a request every block of which others may share
+
+
+def private_from(request: Request, block_size: int) -> int:
+    """Index of the first block whose content only this request can know: its hash, and every
+    later one (chained on it), is unique to the request (`_unique_hash` or a descendant), so
+    only the request itself can ever hit it. NEVER_PRIVATE where every block may be shared."""
+    if request.prompt_token_ids is not None:
+        return NEVER_PRIVATE
+    full = request.prompt_len // block_size
+    given = request.prompt_block_hashes
+    n_given = min(len(given), full) if given is not None else 0
+    if n_given == full and request.prompt_len % block_size == 0:
+        return NEVER_PRIVATE  # given hashes cover the prompt: outputs chain on a shared prefix
+    return n_given
+
+
 def ensure_block_hashes(request: Request, num_blocks: int, block_size: int) -> list[int]:
     """Extend `request.block_hashes` to at least `num_blocks` full blocks of known tokens."""
     hashes = request.block_hashes

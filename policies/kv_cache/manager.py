@@ -5,6 +5,16 @@ Semantics follow vLLM 0.33.0's KVCacheManager for one full-attention group with 
 (returns None) instead of allocating partially; `full_sequence_must_fit` is the admission gate of
 `scheduler_reserve_full_isl` (the whole known sequence, prompt plus outputs, must fit now).
 
+Lazy private publication (`lazy_private`, the vLLM policies): a block whose content only its
+request can know (`hashing.private_from`: a prompt known only by its length, and everything after
+it) can only ever be hit by that request, and a vLLM request looks its blocks up only while it
+holds none (waiting, after a preemption). Such blocks are published without a hash
+(`BlockPool.mark_private`: cached for the free queue's order, outside the hash map) and enter the
+map with their real hashes when a request that is not finished frees them; a finished request's
+never do. Every lookup answers as if they had been published eagerly, without hashing and mapping
+~90 blocks per request that nobody will look up. Policies that look up blocks their requests hold
+(TensorRT-LLM's prefix-reuse estimate) keep eager publication.
+
 Deferred free (vLLM's defer_block_free): a policy that keeps several steps in flight stamps each
 non-empty step with `begin_step()` and each processed one with `end_step()`; `free(request,
 last_sched_seq)` then keeps the blocks out of the pool until the step that last wrote them is done.
@@ -16,7 +26,7 @@ from collections import deque
 
 from ..request import Request, RequestStatus
 from .block_pool import BlockPool
-from .hashing import ensure_block_hashes
+from .hashing import ensure_block_hashes, private_from
 
 
 def cdiv(a: int, b: int) -> int:
@@ -29,10 +39,11 @@ class KVCacheManager:
 
     __slots__ = ("block_size", "max_model_len", "enable_caching", "watermark_blocks", "pool",
                  "req_to_blocks", "num_cached_block", "deferred_frees", "sched_step_seq",
-                 "processed_step_seq")
+                 "processed_step_seq", "lazy_private")
 
     def __init__(self, num_gpu_blocks: int, block_size: int, max_model_len: int,
-                 enable_caching: bool = True, watermark: float = 0.0) -> None:
+                 enable_caching: bool = True, watermark: float = 0.0,
+                 lazy_private: bool = False) -> None:
         if block_size < 1:
             raise ValueError(f"KVCacheManager.block_size must be >= 1, got {block_size}")
         if not 0.0 <= watermark < 1.0:
@@ -47,6 +58,7 @@ class KVCacheManager:
         self.deferred_frees: deque[tuple[int, list[int]]] = deque()
         self.sched_step_seq = 0
         self.processed_step_seq = 0
+        self.lazy_private = lazy_private
 
     # ---- queries ----
     @property
@@ -71,7 +83,11 @@ class KVCacheManager:
         max_blocks = (request.num_tokens - 1) // bs
         if max_blocks <= 0:
             return [], 0
-        hashes = ensure_block_hashes(request, max_blocks, bs)
+        if self.lazy_private:  # private hashes are known (and mapped) only after a preemption
+            ensure_block_hashes(request, min(max_blocks, private_from(request, bs)), bs)
+            hashes = request.block_hashes
+        else:
+            hashes = ensure_block_hashes(request, max_blocks, bs)
         get = self.pool.get_cached_block
         hit: list[int] = []
         for i in range(min(max_blocks, len(hashes))):
@@ -192,10 +208,24 @@ class KVCacheManager:
             return
         rid = request.request_id
         num_cached = self.num_cached_block.get(rid, 0)
-        num_full = num_computed_tokens // self.block_size
+        bs = self.block_size
+        num_full = num_computed_tokens // bs
         if num_full <= num_cached:
             return
-        hashes = ensure_block_hashes(request, num_full, self.block_size)
+        if self.lazy_private:
+            split = private_from(request, bs)
+            if split < num_full:
+                num_full = min(num_full, request.num_tokens // bs)  # as ensure_block_hashes caps
+                if num_full <= num_cached:
+                    return
+                table = self.req_to_blocks[rid]
+                if num_cached < split:
+                    hashes = ensure_block_hashes(request, split, bs)
+                    self.pool.cache_blocks(table[num_cached:split], hashes[num_cached:split])
+                self.pool.mark_private(table[max(num_cached, split):num_full])
+                self.num_cached_block[rid] = num_full
+                return
+        hashes = ensure_block_hashes(request, num_full, bs)
         num_full = min(num_full, len(hashes))
         if num_full <= num_cached:
             return
@@ -218,6 +248,8 @@ class KVCacheManager:
         With `last_sched_seq` newer than the last processed step, the blocks wait in the deferred
         queue, fenced by the newest scheduled step, until `end_step` passes that fence.
         """
+        if self.lazy_private and not request.is_finished:
+            self._map_private(request)  # it may come back and hit them
         blocks = self.pop_blocks_for_free(request)
         if last_sched_seq is not None and last_sched_seq > self.processed_step_seq:
             if blocks:
@@ -225,6 +257,16 @@ class KVCacheManager:
             return
         if blocks:
             self.pool.free_table(blocks)
+
+    def _map_private(self, request: Request) -> None:
+        """Hash the request's published private blocks and put them in the hash map."""
+        rid = request.request_id
+        num_cached = self.num_cached_block.get(rid, 0)
+        split = private_from(request, self.block_size)
+        if num_cached <= split:
+            return
+        hashes = ensure_block_hashes(request, num_cached, self.block_size)
+        self.pool.cache_blocks(self.req_to_blocks[rid][split:num_cached], hashes[split:num_cached])
 
     def drop_request(self, request: Request) -> None:
         """Forget a finished request's hashes (memory: long traces)."""

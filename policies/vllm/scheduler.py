@@ -40,8 +40,9 @@ class VllmScheduler(FastForwardMixin, LifecycleMixin, OutputMixin):  # compiled:
 
     def __init__(self, config: VllmConfig) -> None:
         self.config = config
+        # lazy_private: a vLLM request looks up blocks only while it holds none (see KVCacheManager)
         self.kv = KVCacheManager(config.num_gpu_blocks, config.block_size, config.max_model_len,
-                                 config.enable_prefix_caching, config.watermark)
+                                 config.enable_prefix_caching, config.watermark, lazy_private=True)
         self.requests: dict[str, Request] = {}
         self.running: list[Request] = []
         self.waiting = PriorityQueue() if config.scheduling_policy == "priority" else FCFSQueue()
