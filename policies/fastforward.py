@@ -147,7 +147,6 @@ class FastForwardBase:
                       out0: list[int], skipped: Sequence[Request] = ()) -> list[float]:
         """Run the allocations and cache publications of k iterations through the real manager."""
         kv, bs, lag = self.kv, self.kv.block_size, self._ff_lag
-        start = [(r, r.num_computed_tokens, n0) for r, n0 in zip(reqs, out0, strict=True)]
         # Candidates: iteration 0, then every iteration at which a block boundary moves what the
         # KV call depends on: C + i == m * bs (a new block; async: also a newly full block to
         # publish) and, sync only, C + i + 1 == m * bs (a newly full block). Between candidates
@@ -158,32 +157,45 @@ class FastForwardBase:
         # already published (same boundary, schedule first): update events are never needed,
         # but for a request the last schedule leaves out (`_ff_skipped_update`).
         # A request the last schedule leaves out has calls in the first k - 1 iterations only.
+        # Events are encoded as ints, iteration * (n + 1) + request index + 1, and sorted as such:
+        # 0 + 1 .. n within an iteration in running order; the first update's end_step is
+        # (1, 0): after iteration 0's schedules, before iteration 1's.
         left_out = {id(r) for r in skipped}
-        events: list[tuple[int, int]] = []
-        for idx, (r, c, _) in enumerate(start):
-            stop = k - 1 if id(r) in left_out else k
+        n = len(reqs)
+        width = n + 1
+        cs = [r.num_computed_tokens for r in reqs]
+        events: list[int] = [width]  # iteration 1, slot 0: the first update's end_step (fences)
+        for idx in range(n):
+            c = cs[idx]
+            stop = k - 1 if id(reqs[idx]) in left_out else k
             if stop > 0:
-                events.append((0, idx))
-            events.extend((i, idx) for i in range((-c) % bs or bs, stop, bs))
+                events.append(idx + 1)
+            for i in range((-c) % bs or bs, stop, bs):
+                events.append(i * width + idx + 1)
             if not lag:
-                events.extend((i, idx) for i in range((-c - 1) % bs or bs, stop, bs))
-        events.append((1, -1))  # after iteration 0's schedule: its update's end_step (fences)
+                for i in range((-c - 1) % bs or bs, stop, bs):
+                    events.append(i * width + idx + 1)
         events.sort()
         free0 = kv.num_free_blocks
-        free_counts: list[tuple[int, int]] = []  # (iteration, free blocks after its schedule)
+        free_at: list[int] = []  # iterations whose schedule changed the free count, in order
+        free_after: list[int] = []  # the free blocks after it
         fenced = getattr(self.config, "defer_block_free", False)
         sched_kv = self._ff_sched_kv
-        for i, idx in events:
-            if idx < 0:
+        for e in events:
+            i, slot = divmod(e, width)
+            if slot == 0:
                 if fenced:
                     kv.end_step()  # the first update: releases what it fences
-                    free_counts.append((1, kv.num_free_blocks))
+                    free_at.append(1)
+                    free_after.append(kv.num_free_blocks)
                 continue
-            r, c, n0 = start[idx]
+            idx = slot - 1
+            r, c, n0 = reqs[idx], cs[idx], out0[idx]
             # known tokens at this schedule: i outputs delivered since the stretch began
             if sched_kv(r, c + i + 1, r.prompt_len + n0 + i, n0, i, tokens[idx]):
-                free_counts.append((i, kv.num_free_blocks))
-        return self._usage_per_step(k, free0, free_counts)
+                free_at.append(i)
+                free_after.append(kv.num_free_blocks)
+        return self._usage_per_step(k, free0, free_at, free_after)
 
     def _ff_set(self, r: Request, out0: int, delivered: int, toks: list[int]) -> None:
         """Bring the request's output list to out0 + delivered tokens (hashes read them)."""
@@ -191,13 +203,16 @@ class FastForwardBase:
         if delivered > have:
             r.output_token_ids.extend(toks[have:delivered])
 
-    def _usage_per_step(self, k: int, free0: int, free_counts: list[tuple[int, int]]) -> list[float]:
+    def _usage_per_step(self, k: int, free0: int, free_at: list[int],
+                        free_after: list[int]) -> list[float]:
         """KV usage after each schedule, from the free-block count (BlockPool.usage's formula)."""
         usable = self.kv.pool.num_gpu_blocks - 1
-        changes = dict(free_counts)  # the last change within an iteration wins
-        out = [0.0] * k
+        out: list[float] = []
         free = free0
+        j, m = 0, len(free_at)
         for i in range(k):
-            free = changes.get(i, free)
-            out[i] = 1.0 - free / usable
+            while j < m and free_at[j] == i:  # the last change within an iteration wins
+                free = free_after[j]
+                j += 1
+            out.append(1.0 - free / usable)
         return out

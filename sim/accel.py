@@ -50,6 +50,7 @@ COMPILED_MODULES = (
     "schedsim.fastforward_timeline",
     "schedsim.fastforward_commit",
     "schedsim.fastforward",
+    "schedsim.world",
     "schedsim.latency.cpu_cost",
     "schedsim.latency.roofline",
 )

@@ -13,6 +13,7 @@ outputs after preemption, is a prefill chunk.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +23,7 @@ from .oracle import WorkloadOracle, synthetic_token
 from .policies import Request, StepPlan, StepResult
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, init=False)  # explicit __init__: native when compiled
 class SimStep:
     """A launched step: its result, modelled GPU time and batch composition."""
 
@@ -30,16 +31,26 @@ class SimStep:
     plan: StepPlan
     result: StepResult
     gpu_time: float
-    num_prefill_reqs: int = 0
-    num_decode_reqs: int = 0
-    num_prefill_tokens: int = 0
-    num_decode_tokens: int = 0
-    num_spec_tokens: int = 0
-    defer_sampling: bool = False
+    num_prefill_reqs: int
+    num_decode_reqs: int
+    num_prefill_tokens: int
+    num_decode_tokens: int
+    num_spec_tokens: int
+    defer_sampling: bool
     # filled in by the world that runs it
-    ready: float = 0.0
-    start: float = float("nan")
-    end: float = float("nan")
+    ready: float
+    start: float
+    end: float
+
+    def __init__(self, step: int, plan: StepPlan, result: StepResult, gpu_time: float,
+                 num_prefill_reqs: int = 0, num_decode_reqs: int = 0, num_prefill_tokens: int = 0,
+                 num_decode_tokens: int = 0, num_spec_tokens: int = 0,
+                 defer_sampling: bool = False) -> None:
+        self.step, self.plan, self.result, self.gpu_time = step, plan, result, gpu_time
+        self.num_prefill_reqs, self.num_decode_reqs = num_prefill_reqs, num_decode_reqs
+        self.num_prefill_tokens, self.num_decode_tokens = num_prefill_tokens, num_decode_tokens
+        self.num_spec_tokens, self.defer_sampling = num_spec_tokens, defer_sampling
+        self.ready, self.start, self.end = 0.0, math.nan, math.nan
 
 
 class SimExecutor:

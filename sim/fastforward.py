@@ -17,7 +17,7 @@ where k ordinary iterations would have. Tests compare every output table with it
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from .engine import Engine
 from .executor import SimExecutor, SimStep
@@ -26,8 +26,8 @@ from .fastforward_timeline import StretchTimes, retime_last, timeline
 from .policies import Request, RequestOutput, StepPlan, StepResult
 
 InFlight = tuple[Any, StepPlan, int]  # a batch-queue entry: handle (a SimStep here), plan, index
-MIN_JUMP = 1  # even a one-iteration jump costs less than an ordinary iteration
-MAX_JUMP = 4096  # bounds the arrays of one jump
+MIN_JUMP: Final = 1  # even a one-iteration jump costs less than an ordinary iteration
+MAX_JUMP: Final = 4096  # bounds the arrays of one jump
 
 
 def fast_forward(world: Any) -> int:

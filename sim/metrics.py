@@ -6,7 +6,7 @@ import math
 import zlib
 from array import array
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -15,26 +15,26 @@ from .policies import Policy, Request, RequestOutput, RequestStatus, StepPlan, S
 from .runlength import RunLengths
 from .workload import WorkloadColumns
 
-NAN = math.nan
-FINISH_NAMES = {RequestStatus.FINISHED_STOPPED: "stop", RequestStatus.FINISHED_LENGTH_CAPPED: "length",
+NAN: Final = math.nan
+FINISH_NAMES: Final = {RequestStatus.FINISHED_STOPPED: "stop", RequestStatus.FINISHED_LENGTH_CAPPED: "length",
                 RequestStatus.FINISHED_ABORTED: "abort", RequestStatus.FINISHED_IGNORED: "ignored",
                 RequestStatus.FINISHED_ERROR: "error"}
-STEP_FIELDS = ("schedule_time", "start", "end", "gpu_time", "num_prefill_reqs", "num_decode_reqs",
+STEP_FIELDS: Final = ("schedule_time", "start", "end", "gpu_time", "num_prefill_reqs", "num_decode_reqs",
                "num_prefill_tokens", "num_decode_tokens", "num_spec_tokens", "num_running",
                "num_waiting", "kv_usage", "num_preempted", "num_paused", "num_finished",
                "deferred_sampling")
-ZERO_AT_SCHEDULE = ("num_finished", "num_prefill_reqs", "num_decode_reqs", "num_prefill_tokens",
+ZERO_AT_SCHEDULE: Final = ("num_finished", "num_prefill_reqs", "num_decode_reqs", "num_prefill_tokens",
                     "num_decode_tokens", "num_spec_tokens", "deferred_sampling")
 RESOURCES = ("cpu", "gpu")
 TIMELINE_KINDS = ("schedule", "prepare_inputs", "d2h_copy", "update_from_output", "forward")
-RESOURCE_CODES = {name: i for i, name in enumerate(RESOURCES)}
-KIND_CODES = {name: i for i, name in enumerate(TIMELINE_KINDS)}
+RESOURCE_CODES: Final = {name: i for i, name in enumerate(RESOURCES)}
+KIND_CODES: Final = {name: i for i, name in enumerate(TIMELINE_KINDS)}
 # times in float64, counts in int32 (a 1M-request run has millions of steps)
-STEP_TYPES = {"schedule_time": "d", "start": "d", "end": "d", "gpu_time": "d", "kv_usage": "d",
+STEP_TYPES: Final = {"schedule_time": "d", "start": "d", "end": "d", "gpu_time": "d", "kv_usage": "d",
               "deferred_sampling": "b"}
 
 
-COUNTERS = ("num_preemptions", "num_pauses", "num_recomputed_tokens", "num_truncated_tokens")
+COUNTERS: Final = ("num_preemptions", "num_pauses", "num_recomputed_tokens", "num_truncated_tokens")
 
 
 class RequestBuffers:
@@ -205,8 +205,11 @@ class MetricsRecorder:
         b = self.req
         b.out_hash[i] = output_hash(req.output_token_ids)
         req.output_token_ids = []
-        for name in COUNTERS:
-            b.counters[name][i] = getattr(req, name)
+        c = b.counters  # COUNTERS, read directly (a getattr by name is slow compiled)
+        c["num_preemptions"][i] = req.num_preemptions
+        c["num_pauses"][i] = req.num_pauses
+        c["num_recomputed_tokens"][i] = req.num_recomputed_tokens
+        c["num_truncated_tokens"][i] = req.num_truncated_tokens
         del self.live[i], self.index[req.request_id]
 
     def finalize(self) -> None:
@@ -247,7 +250,7 @@ def finish_name(status: RequestStatus | None) -> str:
 
 def output_hash(tokens: list[int]) -> int:
     """CRC32 of a request's output token ids: equal hashes mean equal outputs across runs."""
-    return zlib.crc32(array("q", tokens).tobytes())
+    return zlib.crc32(array("q", tokens))  # the array's bytes, read in place
 
 
 EMPTY_HASH = output_hash([])

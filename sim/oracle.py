@@ -24,13 +24,13 @@ from mypy_extensions import i64
 from . import accel
 from .policies import Request
 
-MASK64 = (1 << 64) - 1
-_INV_2_53 = 1.0 / (1 << 53)
-_PHI = 0x9E3779B97F4A7C15  # 2^64 / golden ratio: spreads consecutive positions
-PHI_I64: Final = _PHI - (1 << 64)  # the same multiplier as a signed 64-bit integer
+MASK64: Final = (1 << 64) - 1
+_INV_2_53: Final = 1.0 / (1 << 53)
+_PHI: Final = 0x9E3779B97F4A7C15  # 2^64 / golden ratio: spreads consecutive positions
+PHI_I64: Final[i64] = -7046029254386353131  # _PHI - 2^64: the same multiplier, signed 64-bit
 _PHI_U64, _U32, _U3 = np.uint64(_PHI), np.uint64(32), np.uint64(3)
 # token_rows: below this many tokens a Python loop beats numpy's fixed cost; compiled, always
-GRID_MIN = 1 << 62 if accel.status().active else 32
+GRID_MIN: Final = 1 << 62 if accel.status().active else 32
 
 
 def to_i64(x: int) -> int:
@@ -120,9 +120,13 @@ class WorkloadOracle:
         rows: list[list[int]]
         if len(reqs) * count < GRID_MIN:  # numpy's fixed cost would dominate
             rows = []
+            span64: i64 = span
             for r, f in zip(reqs, firsts, strict=True):
-                key = info[r.request_id][0]
-                rows.append([synthetic_token(key, j, span) for j in range(f, f + count)])
+                key: i64 = info[r.request_id][0]  # converted once, not per token
+                row: list[int] = []
+                for j in range(f, f + count):
+                    row.append(synthetic_token(key, j, span64))
+                rows.append(row)
         else:
             keys = np.array([info[r.request_id][0] for r in reqs], np.int64).view(np.uint64)
             keys += np.array(firsts, np.uint64)
@@ -134,7 +138,9 @@ class WorkloadOracle:
             rows = grid.tolist()
         for req, first, row in zip(reqs, firsts, rows, strict=True):
             eos, stops = req.eos_token_id, req.stop_token_ids
-            if eos in row or (stops and not set(stops).isdisjoint(row)):
+            # synthetic ids are >= 3: an EOS id below cannot be among them (no scan)
+            if (eos is not None and eos >= 3 and eos in row) or (
+                    stops and not set(stops).isdisjoint(row)):
                 row[:] = [self.token(req, first + j) for j in range(count)]  # ids token() remaps
             elif eos is not None and not req.ignore_eos:
                 last = info[req.request_id][1]

@@ -92,7 +92,10 @@ def simulate_prepared(cfg: RunConfig, prep: PreparedWorkload, latency_model: Any
     world.run()
     resolved = RealResolved(cfg, f"simulated, GPU model fitted to {backend}", policy_options,
                             policy_options.get("num_gpu_blocks", 0), policy_options.get("max_model_len", 0))
-    return _result(cfg, resolved, prep, metrics, depth, 0.0)
+    result = _result(cfg, resolved, prep, metrics, depth, 0.0)
+    result.summary["fast_forward_jumps"] = world.num_jumps  # as simulate() reports them
+    result.summary["fast_forward_steps"] = world.num_jumped_steps
+    return result
 
 
 def _rel(pred: pd.Series, real: pd.Series) -> pd.Series:

@@ -33,24 +33,32 @@ from .policies import Request, StepPlan
 CPU_PHASE_KINDS = ("schedule", "prepare_inputs", "d2h_copy", "update_from_output")
 
 
-@dataclass(slots=True)
+# init=False with an explicit __init__ (built several times per step): compiled, it runs natively.
+@dataclass(slots=True, init=False)
 class CpuPhase:
     """The engine thread did one phase of work for step `step` (kind in CPU_PHASE_KINDS)."""
 
     kind: str
     num_reqs: int
     num_tokens: int
-    step: int = -1
+    step: int
+
+    def __init__(self, kind: str, num_reqs: int, num_tokens: int, step: int = -1) -> None:
+        self.kind, self.num_reqs, self.num_tokens, self.step = kind, num_reqs, num_tokens, step
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Launch:
     """Start computing `plan` (the `step`-th launch); sampling waits for a Sample if deferred."""
 
     plan: StepPlan
     requests: Mapping[str, Request]
     step: int
-    defer_sampling: bool = False
+    defer_sampling: bool
+
+    def __init__(self, plan: StepPlan, requests: Mapping[str, Request], step: int,
+                 defer_sampling: bool = False) -> None:
+        self.plan, self.requests, self.step, self.defer_sampling = plan, requests, step, defer_sampling
 
 
 @dataclass(slots=True)
@@ -60,11 +68,14 @@ class Sample:
     handle: Any
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class WaitStep:
     """Block until the launched step behind `handle` is done; answered with its StepResult."""
 
     handle: Any
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
 
 
 @dataclass(slots=True, frozen=True)
@@ -79,12 +90,16 @@ class WaitArrival:
     """Nothing to do: block until the next input (request or abort) arrives."""
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Inputs:
     """New requests and client aborts, in arrival order."""
 
     requests: list[Request] = field(default_factory=list)
     abort_ids: list[str] = field(default_factory=list)
+
+    def __init__(self, requests: list[Request] | None = None, abort_ids: list[str] | None = None) -> None:
+        self.requests = [] if requests is None else requests
+        self.abort_ids = [] if abort_ids is None else abort_ids
 
     def __bool__(self) -> bool:
         return bool(self.requests or self.abort_ids)

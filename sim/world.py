@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import simpy
@@ -26,7 +26,8 @@ from .policies import Request
 from .waits import CpuPhase, Inputs, Jump, Launch, PollInputs, Sample, WaitArrival, WaitStep
 
 # event kinds in the input stream
-ARRIVAL, ABORT = 0, 1
+ARRIVAL: Final = 0
+ABORT: Final = 1
 
 
 class InputStream:
@@ -36,12 +37,13 @@ class InputStream:
     only when it is due: a million-request replay never holds a million Requests.
     """
 
-    def __init__(self, arrivals: Sequence[Request] | Sequence[float],
-                 aborts: Sequence[tuple[float, str]],
+    def __init__(self, arrivals: Sequence[Any], aborts: Sequence[tuple[float, str]],
                  make: Callable[[int], Request] | None = None) -> None:
+        """arrivals: Requests, or (with `make`) arrival times."""
         if make is None:
-            times = np.array([r.arrival_time for r in arrivals], dtype=float)
-            make = list(arrivals).__getitem__
+            ready: list[Request] = list(arrivals)
+            times = np.array([r.arrival_time for r in ready], dtype=float)
+            make = ready.__getitem__
         else:
             times = np.asarray(arrivals, dtype=float)
         abort_times = np.array([t for t, _ in aborts], dtype=float)
@@ -54,7 +56,7 @@ class InputStream:
         self.kinds = array("b", kinds[order].tobytes())
         self.refs = array("q", refs[order].astype(np.int64).tobytes())
         self.abort_ids = [rid for _, rid in aborts]
-        self.make = make
+        self.make: Callable[[int], Request] = make
         self.pos = 0
 
     def next_time(self) -> float | None:
@@ -137,9 +139,8 @@ class SimWorld:
                 self.finished = True
                 return
             value = None
-            kind = type(wait)
-            if kind is CpuPhase:
-                dt = phase_time(wait.kind, wait.num_reqs, wait.num_tokens)
+            if isinstance(wait, CpuPhase):  # isinstance: compiled, the fields are then native reads
+                dt: float = phase_time(wait.kind, wait.num_reqs, wait.num_tokens)
                 if dt > 0:
                     start = self.cpu_now
                     self.cpu_now = end = start + dt
@@ -149,9 +150,9 @@ class SimWorld:
                         starts(start)
                         ends(end)
                         steps(wait.step)
-            elif kind is Launch:
+            elif isinstance(wait, Launch):
                 value = self._launch(wait)
-            elif kind is WaitStep:
+            elif isinstance(wait, WaitStep):
                 h: SimStep = wait.handle
                 t = h.end if h.end > self.cpu_now else self.cpu_now
                 if t > until:
@@ -159,16 +160,16 @@ class SimWorld:
                 yield from self._sleep(t)
                 self.cpu_now = t
                 value = self.executor.collect(h)
-            elif kind is PollInputs:
+            elif isinstance(wait, PollInputs):
                 value = self.inputs.take(self.cpu_now, wait.aborts_only)
-            elif kind is Jump:
+            elif isinstance(wait, Jump):
                 value = self._jump()
-            elif kind is Sample:
+            elif isinstance(wait, Sample):
                 self._release(wait.handle)
-            elif kind is WaitArrival:
-                t = self.inputs.next_time()
-                if t is not None:
-                    t = t if t > self.cpu_now else self.cpu_now
+            elif isinstance(wait, WaitArrival):
+                due = self.inputs.next_time()
+                if due is not None:
+                    t = due if due > self.cpu_now else self.cpu_now
                     if t > until:
                         return
                     yield from self._sleep(t)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any, Final
 
-NULL_BLOCK_ID = 0
+NULL_BLOCK_ID: Final = 0
 # The hash of a published block whose content only its request can know, while it is not in the
 # hash map (KVCacheManager's lazy_private): hash() never returns -1.
-PRIVATE_HASH = -1
+PRIVATE_HASH: Final = -1
 
 
 class BlockPool:
@@ -20,7 +21,9 @@ class BlockPool:
     As in vLLM (FreeKVCacheBlockQueue), the queue is a doubly linked list threaded through the
     block ids (`_next`/`_prev`; the null block is its sentinel: `_next[0]` is the head, `_prev[0]`
     the tail), so a prefix hit removes a block from the middle in O(1) and, compiled
-    (schedsim.accel), every operation is a few native list reads and writes.
+    (schedsim.accel), every operation is a few native list reads and writes. The links hold the
+    int objects of the block ids as they are (`Any`, `b`) next to their native values (`bid`):
+    compiled, an int stored from a native value is a new object each time (ids above 256).
     """
 
     __slots__ = ("num_gpu_blocks", "enable_caching", "ref_cnt", "block_hash", "mapped", "cached",
@@ -38,8 +41,8 @@ class BlockPool:
         # hash -> block id, or list of ids (first inserted is the one hits use) for duplicates.
         self.cached: dict[int, int | list[int]] = {}
         # free queue 1, 2, ..., n - 1 (front = next to allocate/evict)
-        self._next: list[int] = list(range(1, num_gpu_blocks)) + [0]
-        self._prev: list[int] = [num_gpu_blocks - 1] + list(range(num_gpu_blocks - 1))
+        self._next: list[Any] = list(range(1, num_gpu_blocks)) + [0]
+        self._prev: list[Any] = [num_gpu_blocks - 1] + list(range(num_gpu_blocks - 1))
         self.num_free = num_gpu_blocks - 1
 
     @property
@@ -80,9 +83,10 @@ class BlockPool:
             raise ValueError(f"cannot get {num_blocks} free blocks from the pool ({self.num_free} free)")
         ref_cnt, block_hash, nxt, prev = self.ref_cnt, self.block_hash, self._next, self._prev
         mapped = self.mapped
-        out: list[int] = []
-        bid = nxt[0]
+        out: list[Any] = []
+        b: Any = nxt[0]
         for _ in range(num_blocks):
+            bid: int = b
             h = block_hash[bid]
             if h is not None:  # evict: the block is about to hold other content
                 block_hash[bid] = None
@@ -90,10 +94,11 @@ class BlockPool:
                     mapped[bid] = False
                     self._uncache(h, bid)
             ref_cnt[bid] = 1
-            out.append(bid)
-            bid = nxt[bid]
-        nxt[0] = bid  # the blocks before `bid` left the queue at its front
-        prev[bid] = NULL_BLOCK_ID
+            out.append(b)
+            b = nxt[bid]
+        nxt[0] = b  # the blocks before `b` left the queue at its front
+        first: int = b
+        prev[first] = NULL_BLOCK_ID
         self.num_free -= num_blocks
         return out
 
@@ -126,14 +131,16 @@ class BlockPool:
         """free_blocks over a request's block table tail first, so its tail is evicted first."""
         self.free_blocks(blocks[::-1])
 
-    def free_blocks(self, ordered_block_ids: Iterable[int]) -> None:
+    def free_blocks(self, ordered_block_ids: Iterable[Any]) -> None:
         """Drop one reference each; first-listed blocks become the first eviction candidates."""
         ref_cnt, block_hash, nxt, prev = self.ref_cnt, self.block_hash, self._next, self._prev
         caching = self.enable_caching
-        front: list[int] = []
-        tail = prev[0]
+        front: list[Any] = []
+        tail: Any = prev[0]
+        t: int = tail
         freed = 0
-        for bid in ordered_block_ids:
+        for b in ordered_block_ids:
+            bid: int = b
             if bid == NULL_BLOCK_ID:
                 continue
             c = ref_cnt[bid] - 1
@@ -141,21 +148,24 @@ class BlockPool:
             if c == 0:
                 freed += 1
                 if block_hash[bid] is None or not caching:
-                    front.append(bid)
+                    front.append(b)
                 else:  # to the back, in order
-                    nxt[tail] = bid
+                    nxt[t] = b
                     prev[bid] = tail
-                    tail = bid
-        nxt[tail] = NULL_BLOCK_ID
+                    tail, t = b, bid
+        nxt[t] = NULL_BLOCK_ID
         prev[0] = tail
-        head = nxt[0]
+        head: Any = nxt[0]
         for j in range(len(front) - 1, -1, -1):  # to the front, first-listed first
-            bid = front[j]
-            nxt[bid] = head
-            prev[head] = bid
-            head = bid
+            f = front[j]
+            fi: int = f
+            hi: int = head
+            nxt[fi] = head
+            prev[hi] = f
+            head = f
         nxt[0] = head
-        prev[head] = NULL_BLOCK_ID
+        hi = head
+        prev[hi] = NULL_BLOCK_ID
         self.num_free += freed
 
     def cache_block(self, bid: int, block_hash: int) -> None:

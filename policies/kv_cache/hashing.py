@@ -9,12 +9,13 @@ up to the blocks a caller needs, and kept in `request.block_hashes` until the re
 from __future__ import annotations
 
 import hashlib
+from typing import Final
 
 from ..request import Request
 
-NONE_HASH = 0x5EED_0F_C0FFEE  # parent of the first block
-_UNIQUE_TAG = 0x7A61  # marks a block whose prompt content is known only to its own request
-_GIVEN_TAG = 0x7A62  # marks a prompt block identified by a trace-given hash
+NONE_HASH: Final = 0x5EED_0F_C0FFEE  # parent of the first block
+_UNIQUE_TAG: Final = 0x7A61  # marks a block whose prompt content is known only to its own request
+_GIVEN_TAG: Final = 0x7A62  # marks a prompt block identified by a trace-given hash
 
 
 def _request_salt(request_id: str) -> int:
@@ -46,7 +47,7 @@ def _block_hash(request: Request, idx: int, parent: int, block_size: int) -> int
     return hash((parent, tuple(outs[start - prompt_len:end - prompt_len])))
 
 
-NEVER_PRIVATE = 1 << 62  # private_from of a request every block of which others may share
+NEVER_PRIVATE: Final = 4611686018427387904  # 2^62: the private_from of requests others may share
 
 
 def private_from(request: Request, block_size: int) -> int:
