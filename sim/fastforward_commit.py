@@ -110,36 +110,38 @@ def _timeline_rows(m: MetricsRecorder, idx0: int, k: int, t: StretchTimes, is_as
 
 def _token_times(m: MetricsRecorder, reqs: list[Request], k: int, update: list[float]) -> None:
     """First-token times, inter-token gaps (update-major, running order) and their running sums."""
-    b, gaps, n = m.req, m.itl_gaps, len(reqs)
-    num_out, last_token, itl_sum, itl_n = b.num_out, b.last_token, b.itl_sum, b.itl_n
-    index = m.index
-    idx = [index[r.request_id] for r in reqs]
+    gaps, n, stats = m.itl_gaps, len(reqs), m.stats
     u0, u_last = update[0], update[-1]
     diffs = [update[i] - update[i - 1] for i in range(1, k)]  # every request's gap from then on
+    record_itl = m.record_itl
     seen: list[int] = []
-    for w in idx:  # first update of the stretch, in running order; then each request's sum
-        c: int = num_out[w]
-        seen.append(c)
-        total: float
+    rows: list[int] = []
+    for r in reqs:  # first update of the stretch, in running order; then each request's sum
+        st = stats[r.request_id]
+        c = st.num_out
+        total = st.itl_sum
         if c:
-            g = u0 - last_token[w]
+            g = u0 - st.last_token
             gaps.append(g)
-            total = itl_sum[w] + g
+            total += g
+            st.itl_n += k
         else:
-            b.first_token[w] = u0
-            total = itl_sum[w]
+            st.first_token = u0
+            st.itl_n += k - 1
         for x in diffs:  # the same additions, in the same order, as k ordinary updates
             total += x
-        itl_sum[w] = total
-        itl_n[w] += k - 1 + (1 if c > 0 else 0)
-        last_token[w] = u_last
-        num_out[w] = c + k
+        st.itl_sum = total
+        st.last_token = u_last
+        st.num_out = c + k
+        if record_itl:
+            seen.append(c)
+            rows.append(st.row)
     for x in diffs:
         gaps.append_run(x, n)
-    if m.record_itl:
+    if record_itl:
         ids, pos, tms = m.itl_rows
         for i in range(k):
-            put(ids, idx)
+            put(ids, rows)
             put(pos, [c + i for c in seen])
             put(tms, [update[i]] * n)
 

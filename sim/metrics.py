@@ -51,6 +51,21 @@ class RequestBuffers:
         self.counters = {name: zero * n for name in COUNTERS}  # copied when the Request is dropped
 
 
+class LiveStats:
+    """A live request's token counters: native fields while it runs (every step touches them),
+    copied into the RequestBuffers columns when it is dropped."""
+
+    __slots__ = ("row", "num_out", "first_token", "last_token", "itl_sum", "itl_n")
+
+    def __init__(self, row: int) -> None:
+        self.row = row
+        self.num_out = 0
+        self.first_token = NAN
+        self.last_token = NAN
+        self.itl_sum = 0.0
+        self.itl_n = 0
+
+
 class MetricsRecorder:
     """Observes the engine (see engine.EngineObserver) and the world's busy intervals."""
 
@@ -62,6 +77,7 @@ class MetricsRecorder:
         self.columns: WorkloadColumns = (WorkloadColumns.from_requests(requests) if requests is not None
                                          else workload)  # type: ignore[assignment]
         self.index: dict[str, int] = {}  # live requests only: request id -> workload row
+        self.stats: dict[str, LiveStats] = {}  # live requests only: their token counters
         self.live: dict[int, Request] = {}  # workload row -> its Request, until finished
         self.req = RequestBuffers(len(self.columns))
         self.itl_gaps = RunLengths()  # every inter-token gap, run-length encoded
@@ -91,6 +107,7 @@ class MetricsRecorder:
     def admit(self, i: int, request: Request) -> None:
         """Workload row i's Request now exists (built on arrival); followed until it finishes."""
         self.index[request.request_id] = i
+        self.stats[request.request_id] = LiveStats(i)
         self.live[i] = request
 
     # ---- world hooks ----
@@ -147,29 +164,28 @@ class MetricsRecorder:
     def on_update(self, step: int, plan: StepPlan, result: StepResult,
                   outputs: list[RequestOutput]) -> None:
         now = self.clock()
-        b, index, finished = self.req, self.index, 0
-        num_out, last, gaps = b.num_out, b.last_token, self.itl_gaps.append
-        first_token, itl_sum, itl_n = b.first_token, b.itl_sum, b.itl_n
+        stats, finished = self.stats, 0
+        gaps = self.itl_gaps
         record_itl = self.record_itl
         for out in outputs:
-            i = index[out.request_id]
+            st = stats[out.request_id]
             n = len(out.new_token_ids)
             if n:
-                seen = num_out[i]
+                seen = st.num_out
                 if seen == 0:
-                    first_token[i] = now
+                    st.first_token = now
                 else:
-                    gap = now - last[i]
-                    gaps(gap)
-                    itl_sum[i] += gap
-                    itl_n[i] += 1
+                    gap = now - st.last_token
+                    gaps.append(gap)
+                    st.itl_sum += gap
+                    st.itl_n += 1
                 if record_itl:
-                    self._itl_rows(i, seen, n, now)
-                last[i] = now
-                num_out[i] = seen + n
+                    self._itl_rows(st.row, seen, n, now)
+                st.last_token = now
+                st.num_out = seen + n
             if out.finish_reason is not None:
                 finished += 1
-                self._finish(i, out.request_id, finish_name(out.finish_reason), now)
+                self._finish(st.row, out.request_id, finish_name(out.finish_reason), now)
         if finished:
             self.steps["num_finished"][step] += finished
 
@@ -203,6 +219,9 @@ class MetricsRecorder:
     def _drop(self, i: int, req: Request) -> None:
         """Copy what the requests table needs from a Request and stop following it."""
         b = self.req
+        st = self.stats.pop(req.request_id)
+        b.num_out[i], b.first_token[i], b.last_token[i] = st.num_out, st.first_token, st.last_token
+        b.itl_sum[i], b.itl_n[i] = st.itl_sum, st.itl_n
         b.out_hash[i] = output_hash(req.output_token_ids)
         req.output_token_ids = []
         c = b.counters  # COUNTERS, read directly (a getattr by name is slow compiled)
