@@ -46,6 +46,11 @@ class FastForwardBase:
         the pool, free queue or cache. `_ff_set(r, out0, i, toks)` first if it reads the outputs."""
         raise NotImplementedError
 
+    def _ff_first_kv(self, reqs: list[Request], cs: list[int], out0: list[int]) -> list[bool]:
+        """Which requests' first schedule of the stretch needs the KV call (total = C + 1 tokens,
+        known = prompt + out0): all of them, unless the family can tell cheaply (one call)."""
+        return [True] * len(reqs)
+
     def _ff_after_advance(self, reqs: list[Request], k: int) -> None:
         """Step counters and per-request fields after k iterations."""
 
@@ -66,31 +71,44 @@ class FastForwardBase:
 
     def ff_horizon(self, reqs: list[Request], limit: int) -> int:
         """Iterations (<= limit) before a length cap finishes a request or a block runs short."""
-        cfg = self.config
+        max_model_len: int = self.config.max_model_len
         k = limit
         fin = 0 if self._ff_finishes else -1  # may the last update reach the output cap?
-        for r in reqs:
+        caps = self._ff_max_new_all(reqs)
+        for r, cap in zip(reqs, caps, strict=True):
             out = len(r.output_token_ids)
-            k = min(k, self._ff_max_new(r) - out + fin, cfg.max_model_len - r.prompt_len - out - 1)
+            k = min(k, cap - out + fin)
+            k = min(k, max_model_len - r.prompt_len - out - 1)
         if k <= 0:
             return 0
-        bs, tables = self.kv.block_size, self.kv.req_to_blocks
-        offsets: list[int] = []  # iterations at which some request needs a new block
+        kv = self.kv
+        bs, tables = kv.block_size, kv.req_to_blocks
+        # schedule i needs cdiv(C + i + 1, bs) blocks: a new one when C + i == blocks * bs, i.e.
+        # at first, first + bs, ... (first = blocks * bs - C); count them before listing them
+        firsts: list[int] = []
+        total = at_zero = 0
         for r in reqs:
-            # schedule i needs cdiv(C + i + 1, bs) blocks: a new one when C + i == blocks * bs
-            first = len(tables[r.request_id]) * bs - r.num_computed_tokens
-            offsets.extend(range(max(first, 0), k, bs))
-        free = self.kv.num_free_blocks
-        if sum(1 for x in offsets if x == 0) > free:
+            first = max(len(tables[r.request_id]) * bs - r.num_computed_tokens, 0)
+            firsts.append(first)
+            if first < k:
+                total += (k - first + bs - 1) // bs
+                at_zero += first == 0
+        free = kv.num_free_blocks
+        if at_zero > free:
             return 0
         released = self._ff_released_blocks()  # fenced frees come back in the first update
         if released < 0:
             return 0  # some stay fenced past it: the family's ff_running should have said so
         free += released
-        if len(offsets) > free:
+        if total > free:  # some schedule would preempt: stop before the first such one
+            offsets = [x for first in firsts for x in range(first, k, bs)]
             offsets.sort()
-            k = min(k, offsets[free])  # that schedule would preempt: stop before it
+            k = min(k, offsets[free])
         return k
+
+    def _ff_max_new_all(self, reqs: list[Request]) -> list[int]:
+        """_ff_max_new of each request (one call; a family may do it without a call apiece)."""
+        return [self._ff_max_new(r) for r in reqs]
 
     def _ff_released_blocks(self) -> int:
         """Blocks of deferred frees the first iteration's end_step releases; -1 if some stay fenced.
@@ -164,11 +182,12 @@ class FastForwardBase:
         n = len(reqs)
         width = n + 1
         cs = [r.num_computed_tokens for r in reqs]
+        first = self._ff_first_kv(reqs, cs, out0)
         events: list[int] = [width]  # iteration 1, slot 0: the first update's end_step (fences)
         for idx in range(n):
             c = cs[idx]
             stop = k - 1 if id(reqs[idx]) in left_out else k
-            if stop > 0:
+            if stop > 0 and first[idx]:
                 events.append(idx + 1)
             for i in range((-c) % bs or bs, stop, bs):
                 events.append(i * width + idx + 1)

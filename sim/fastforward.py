@@ -138,10 +138,13 @@ def _apply(world: Any, reqs: list[Request], prev: InFlight | None, k: int, times
     world.cpu_now = times.update[-1]
     world.gpu_free = times.end[-1]
     if prev is not None:
-        left_out = {id(r) for r in skipped}
-        last = [(r, t) for r, t in zip(reqs, in_flight, strict=True) if id(r) not in left_out]
+        kept, kept_toks = reqs, in_flight
+        if skipped:
+            left_out = {id(r) for r in skipped}
+            kept = [r for r in reqs if id(r) not in left_out]
+            kept_toks = [t for r, t in zip(reqs, in_flight, strict=True) if id(r) not in left_out]
         engine._queue.clear()
-        engine._queue.appendleft(_in_flight_step(policy, last, idx0 + k - 1, times))
+        engine._queue.appendleft(_in_flight_step(policy, kept, kept_toks, idx0 + k - 1, times))
     if world.metrics is not None:
         commit_metrics(world.metrics, reqs, idx0, k, times, usage, prev is not None)
     if getattr(policy, "_ff_finishes", False):
@@ -165,12 +168,16 @@ def _finish_at_end(world: Any, reqs: list[Request], step: int, times: StretchTim
         world.metrics.on_jump_finishes(step, outputs, times.update[-1])
 
 
-def _in_flight_step(policy: Any, last: list[tuple[Request, int]], idx: int,
+def _in_flight_step(policy: Any, kept: list[Request], toks: list[int], idx: int,
                     times: StretchTimes) -> InFlight:
-    """The batch queue's entry for the stretch's last launch (async), as a real launch builds it."""
-    plan: StepPlan = policy.ff_plan([r for r, _ in last])
-    result = StepResult(step_id=plan.step_id, sampled_token_ids={r.request_id: [t] for r, t in last})
-    n = len(last)
+    """The batch queue's entry for the stretch's last launch (async), as a real launch builds it:
+    the requests it scheduled and the token each samples."""
+    plan: StepPlan = policy.ff_plan(kept)
+    sampled: dict[str, list[int]] = {}
+    for r, t in zip(kept, toks, strict=True):
+        sampled[r.request_id] = [t]
+    result = StepResult(step_id=plan.step_id, sampled_token_ids=sampled)
+    n = len(kept)
     h = SimStep(idx, plan, result, times.gpu[-1], num_decode_reqs=n, num_decode_tokens=n)
     h.ready, h.start, h.end = times.ready[-1], times.start[-1], times.end[-1]
     return h, plan, idx

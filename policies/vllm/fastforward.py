@@ -46,15 +46,31 @@ class FastForwardMixin(FastForwardBase, VllmState):
                 return None
         return self.running
 
+    def _ff_max_new_all(self, reqs: list[Request]) -> list[int]:
+        """vLLM stops at max_tokens (the base _ff_max_new), read without a call per request."""
+        return [r.max_tokens for r in reqs]
+
+    def _ff_kv_idle(self, rid: str, total: int, known: int) -> bool:
+        """_schedule_running's inlined fast-path test: the blocks already hold `total` tokens and
+        no new full block gets cached (no KV call)."""
+        kv = self.kv
+        bs = kv.block_size
+        return (-(-min(total, kv.max_model_len) // bs) <= len(kv.req_to_blocks[rid])
+                and (not kv.enable_caching or min(total, known) // bs
+                     <= kv.num_cached_block.get(rid, 0)))
+
+    def _ff_first_kv(self, reqs: list[Request], cs: list[int], out0: list[int]) -> list[bool]:
+        """The fast-path test of every request's first schedule, in one call."""
+        return [not self._ff_kv_idle(r.request_id, c + 1, r.prompt_len + n0)
+                for r, c, n0 in zip(reqs, cs, out0, strict=True)]
+
     def _ff_sched_kv(self, r: Request, total: int, known: int, out0: int, i: int,
                      toks: list[int]) -> bool:
         """_schedule_running's inlined fast-path test, then append_slots where it does not apply."""
-        kv = self.kv
-        bs, rid = kv.block_size, r.request_id
-        if (-(-min(total, kv.max_model_len) // bs) <= len(kv.req_to_blocks[rid])
-                and (not kv.enable_caching or min(total, known) // bs
-                     <= kv.num_cached_block.get(rid, 0))):
+        if self._ff_kv_idle(r.request_id, total, known):
             return False  # the fast path: nothing to do
+        kv = self.kv
+        rid = r.request_id
         self._ff_set(r, out0, i, toks)
         r.num_computed_tokens = total - 1
         if not kv.append_slots(r, 1):
@@ -99,11 +115,15 @@ class FastForwardMixin(FastForwardBase, VllmState):
     def ff_plan(self, reqs: list[Request]) -> StepPlan:
         """The plan the last schedule() of a stretch made (it stays in flight after the jump)."""
         tables = self.kv.req_to_blocks
-        return StepPlan(
-            step_id=self.current_step - 1,
-            num_scheduled_tokens={r.request_id: 1 for r in reqs},
-            total_num_scheduled_tokens=len(reqs),
-            context_lens={r.request_id: r.num_computed_tokens - 1 for r in reqs},
-            spec_decode_tokens={},
-            block_ids={r.request_id: tables[r.request_id] for r in reqs},
-            new_req_ids=[], resumed_req_ids=[], preempted_req_ids=[], finished_req_ids=[])
+        scheduled: dict[str, int] = {}
+        context: dict[str, int] = {}
+        blocks: dict[str, list[int]] = {}
+        for r in reqs:
+            rid = r.request_id
+            scheduled[rid] = 1
+            context[rid] = r.num_computed_tokens - 1
+            blocks[rid] = tables[rid]
+        return StepPlan(step_id=self.current_step - 1, num_scheduled_tokens=scheduled,
+                        total_num_scheduled_tokens=len(reqs), context_lens=context,
+                        spec_decode_tokens={}, block_ids=blocks, new_req_ids=[], resumed_req_ids=[],
+                        preempted_req_ids=[], finished_req_ids=[])
