@@ -120,12 +120,29 @@ class SimWorld:
 
     def run(self) -> None:
         """Run until the engine loop ends (or until a wait would end after `until`)."""
-        self.env.run(until=self.env.process(self._drive()))
+        self.env.run(until=self.env.process(self._process()))
+
+    def _process(self) -> Any:
+        """The engine's SimPy process: the loop, then the clock caught up."""
+        yield from self._drive()
+        yield from self._catch_up()
 
     def _sleep(self, t: float) -> Any:
-        """Let SimPy's clock follow the engine thread to time t (the thread's clock is exact)."""
-        if t > self.env.now:
-            yield self.env.timeout(t - self.env.now)
+        """Let SimPy's clock follow the engine thread to time t (the thread's clock is exact).
+
+        Only when another SimPy event is due by then: with nothing else scheduled no other process
+        can run before the engine resumes, so the clock is left behind (a timeout per step costs
+        more than a step's CPU work) and caught up by the next wait that does yield, or at the end.
+        """
+        env = self.env
+        if t > env.now and env.peek() <= t:
+            yield env.timeout(t - env.now)
+
+    def _catch_up(self) -> Any:
+        """At the end of the run: SimPy's clock where the engine thread stopped."""
+        env = self.env
+        if self.cpu_now > env.now:
+            yield env.timeout(self.cpu_now - env.now)
 
     def _drive(self) -> Any:
         """Feed the engine generator the answers to its waits."""
