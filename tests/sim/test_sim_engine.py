@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+from schedsim import RunConfig, simulate
 from schedsim.engine import Engine, PolicyStuckError
 from schedsim.executor import SimExecutor
 from schedsim.oracle import WorkloadOracle
 from schedsim.policies import Request, StepPlan, make_policy
 from schedsim.waits import CpuPhase, Inputs, Launch, PollInputs, Sample, WaitArrival, WaitStep
+from schedsim.world import SimWorld
 
 
 class ConstLatency:
@@ -146,3 +149,35 @@ def test_stuck_policy_raises_instead_of_spinning():
         assert "big" in str(exc)
     else:
         raise AssertionError(f"expected PolicyStuckError, got {log}")
+
+
+def test_another_simpy_process_runs_on_time_and_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine process leaves SimPy's clock behind only while nothing else is scheduled: a
+    second process wakes at its own times, and the tables are those of a run without it."""
+    ticks: list[float] = []
+    engine_at: list[float] = []  # the engine thread's clock when the other process wakes
+    ends: list[tuple[float, float]] = []
+    real_run = SimWorld.run
+
+    def run(self: SimWorld) -> None:
+        def ticker():  # noqa: ANN202
+            while len(ticks) < 40:
+                yield self.env.timeout(0.25)
+                ticks.append(self.env.now)
+                engine_at.append(self.cpu_now)
+        self.env.process(ticker())
+        real_run(self)
+        ends.append((self.env.now, self.cpu_now))
+
+    cfg = RunConfig(policy="vllm-async", max_requests=120, rate=8.0)
+    plain = simulate(cfg)
+    monkeypatch.setattr(SimWorld, "run", run)
+    ticked = simulate(cfg)
+    for name in ("requests", "steps", "timeline"):
+        assert getattr(plain, name).equals(getattr(ticked, name)), name
+    assert ticks == pytest.approx([0.25 * (i + 1) for i in range(40)])
+    # the engine yielded before each wake-up; it may be past it by what it ran without waiting (CPU
+    # phases, a fast-forward jump), or behind it while it waits for a step or an arrival
+    assert all(abs(c - t) < 2.0 for t, c in zip(ticks, engine_at, strict=True))
+    env_now, cpu_now = ends[0]
+    assert env_now == cpu_now  # SimPy's clock caught up with the engine thread at the end
