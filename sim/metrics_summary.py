@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from .config import RunConfig
-from .runlength import weighted_mean, weighted_percentile
+from .runlength import weighted_mean, weighted_percentiles
 
 
 def _stats(prefix: str, values: np.ndarray, out: dict[str, Any]) -> None:
@@ -29,8 +29,7 @@ def _run_length_stats(prefix: str, values: np.ndarray, counts: np.ndarray, out: 
         return
     v = values * 1000.0
     out[f"mean_{prefix}_ms"] = weighted_mean(v, counts)
-    out[f"median_{prefix}_ms"] = weighted_percentile(v, counts, 50)
-    out[f"p99_{prefix}_ms"] = weighted_percentile(v, counts, 99)
+    out[f"median_{prefix}_ms"], out[f"p99_{prefix}_ms"] = weighted_percentiles(v, counts, [50, 99])
 
 
 def merged_busy(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -82,6 +82,8 @@ class WorkloadOracle:
         self._info: dict[str, tuple[int, int]] = {}  # request id -> (signed key, EOS position)
         self._span = vocab_size - 3
         self._kv_fail: set[str] = set(kv_load_failures)
+        # one int object per token id: rows reference them instead of boxing a new int per token
+        self._ids: list[Any] = list(range(vocab_size))
 
     def add(self, request_id: str, target_output_tokens: int) -> None:
         """Register a request and the number of tokens after which it emits EOS."""
@@ -121,11 +123,12 @@ class WorkloadOracle:
         if len(reqs) * count < GRID_MIN:  # numpy's fixed cost would dominate
             rows = []
             span64: i64 = span
+            ids = self._ids
             for r, f in zip(reqs, firsts, strict=True):
                 key: i64 = info[r.request_id][0]  # converted once, not per token
-                row: list[int] = []
+                row: list[Any] = []
                 for j in range(f, f + count):
-                    row.append(synthetic_token(key, j, span64))
+                    row.append(ids[synthetic_token(key, j, span64)])
                 rows.append(row)
         else:
             keys = np.array([info[r.request_id][0] for r in reqs], np.int64).view(np.uint64)

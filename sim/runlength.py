@@ -60,16 +60,24 @@ class RunLengths:
 
 def weighted_percentile(values: np.ndarray, counts: np.ndarray, q: float) -> float:
     """np.percentile(np.repeat(values, counts), q) without expanding (method 'linear')."""
+    return weighted_percentiles(values, counts, [q])[0]
+
+
+def weighted_percentiles(values: np.ndarray, counts: np.ndarray, qs: list[float]) -> list[float]:
+    """weighted_percentile at each q, sorting the values once."""
     order = np.argsort(values, kind="stable")
     v, cum = values[order], np.cumsum(counts[order])
     n = int(cum[-1])
-    idx = (n - 1) * (q / 100.0)
-    lo = math.floor(idx)
-    t = idx - lo
-    a = float(v[np.searchsorted(cum, lo, side="right")])
-    b = float(v[np.searchsorted(cum, min(lo + 1, n - 1), side="right")])
-    diff = b - a
-    return b - diff * (1.0 - t) if t >= 0.5 else a + diff * t  # numpy's _lerp
+    out: list[float] = []
+    for q in qs:
+        idx = (n - 1) * (q / 100.0)
+        lo = math.floor(idx)
+        t = idx - lo
+        a = float(v[np.searchsorted(cum, lo, side="right")])
+        b = float(v[np.searchsorted(cum, min(lo + 1, n - 1), side="right")])
+        diff = b - a
+        out.append(b - diff * (1.0 - t) if t >= 0.5 else a + diff * t)  # numpy's _lerp
+    return out
 
 
 def weighted_mean(values: np.ndarray, counts: np.ndarray) -> float:
