@@ -10,6 +10,7 @@ Vidur times are milliseconds; duplicate measurements of one grid point keep thei
 
 from __future__ import annotations
 
+import json
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
@@ -28,6 +29,7 @@ ATTENTION_OPS = ("attn_kv_cache_save", "attn_prefill", "attn_decode", "attn_inpu
 NETWORK_NODES = {"h100_dgx": "h100-sxm", "a100_dgx": "a100-80gb"}
 _FILES = {"compute": "profile_compute.csv.gz", "network": "profile_network.csv.gz",
           "attention": "profile_attention.csv.gz"}
+KEYS_FILE = "profile_keys.json"  # Profiles.keys() of the tables beside it (a test checks it)
 
 
 @dataclass
@@ -188,6 +190,10 @@ def write_profiles(profiles: Profiles, out_dir: str | Path) -> list[Path]:
             continue
         df.to_csv(path, index=False, float_format="%.4g")
         written.append(path)
+    keys = out_dir / KEYS_FILE  # what shipped_profile_keys reads (for the shipped folder)
+    keys.write_text("[\n" + ",\n".join(json.dumps(list(k)) for k in profiles.keys()) + "\n]\n"
+                    if not profiles.compute.empty else "[]\n")
+    written.append(keys)
     return written
 
 
@@ -199,6 +205,13 @@ def read_profiles(folder: str | Path) -> Profiles:
         path = folder / name
         frames[attr] = pd.read_csv(path) if path.is_file() else pd.DataFrame()
     return Profiles(**frames)
+
+
+@lru_cache(maxsize=1)
+def shipped_profile_keys() -> frozenset[tuple[str, str, int]]:
+    """(model, gpu, tp) triples the shipped tables cover, without parsing them (~0.1 s a run)."""
+    data = resources.files("schedsim.latency").joinpath("data").joinpath(KEYS_FILE)
+    return frozenset((m, g, int(t)) for m, g, t in json.loads(data.read_text()))
 
 
 @lru_cache(maxsize=1)

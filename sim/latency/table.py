@@ -10,7 +10,14 @@ from typing import Any
 
 from .base import StepShape
 from .interp import Curve, ExtrapolationWarning
-from .profiles import COMPUTE_OPS, Profiles, node_for_gpu, read_profiles, shipped_profiles
+from .profiles import (
+    COMPUTE_OPS,
+    Profiles,
+    node_for_gpu,
+    read_profiles,
+    shipped_profile_keys,
+    shipped_profiles,
+)
 from .roofline import RooflineModel
 from .specs import GpuSpec, ModelSpec, get_model_spec
 
@@ -58,7 +65,9 @@ def find_profile(model: ModelSpec, gpu: GpuSpec, tp: int,
     if calibration and calibration.get("profiles"):
         folder = Path(calibration["_path"]).parent / calibration["profiles"]
         sources.append((read_profiles(folder), str(folder)))
-    sources.append((shipped_profiles(), "shipped (Vidur, MIT)"))
+    shipped = shipped_profile_keys()
+    if any((name, gpu.name, tp) in shipped for name in [model.name, *same_layer_shapes(model)]):
+        sources.append((shipped_profiles(), "shipped (Vidur, MIT)"))  # parsed only when it has one
     for names in ([model.name], same_layer_shapes(model)):
         found = []
         for name in names:

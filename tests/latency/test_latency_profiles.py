@@ -9,6 +9,7 @@ from schedsim.latency.profiles import (
     Profiles,
     import_vidur,
     read_profiles,
+    shipped_profile_keys,
     shipped_profiles,
     write_profiles,
 )
@@ -102,3 +103,9 @@ def test_interpolation_holdout_is_exact_on_piecewise_linear_data():
     pts = interpolation_holdout(Profiles(comp, pd.DataFrame(), pd.DataFrame()))
     assert sorted(pts.num_tokens) == [2, 4, 6]
     assert summarize_errors(pts).median_rel_err.max() < 1e-9
+
+
+def test_shipped_profile_keys_file_matches_the_tables() -> None:
+    """profile_keys.json lets runs without a measured profile skip parsing the tables: it must
+    list exactly the (model, gpu, tp) triples the shipped tables cover."""
+    assert shipped_profile_keys() == frozenset(shipped_profiles().keys())
