@@ -42,6 +42,7 @@ COMPILED_MODULES = (
     "schedsim.policies.vllm.async_scheduler",
     "schedsim.waits",
     "schedsim.runlength",
+    "schedsim.buffers",
     "schedsim.oracle",
     "schedsim.executor",
     "schedsim.engine",

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from array import array
 from typing import Any, Final
 
+from .buffers import Column
 from .fastforward_timeline import StretchTimes
 from .metrics import KIND_CODES, MetricsRecorder
 from .policies import Request
@@ -27,9 +27,9 @@ def commit_metrics(m: MetricsRecorder, reqs: list[Request], idx0: int, k: int, t
     put(s["end"], t.end)
     put(s["gpu_time"], t.gpu)
     put(s["kv_usage"], usage)
+    zeros: list[Any] = [0] * k
     for name in ZERO_COLUMNS:
-        col = s[name]
-        col.frombytes(bytes(k * col.itemsize))
+        s[name].extend(zeros)
     put(s["num_running"], [n] * k)
     n_last = t.last_n if t.last_n >= 0 else n  # the last schedule may leave some out
     for name in ("num_decode_reqs", "num_decode_tokens"):
@@ -146,7 +146,6 @@ def _token_times(m: MetricsRecorder, reqs: list[Request], k: int, update: list[f
             put(tms, [update[i]] * n)
 
 
-def put(buf: array, values: list[Any]) -> None:
-    """buf.extend(values) in one C loop (array.extend converts through the iterator protocol;
-    struct.pack costs ~4x more per call, which dominates at a jump's ~10 values a column)."""
-    buf.fromlist(values)
+def put(col: Column, values: list[Any]) -> None:
+    """col.extend(values): the values join the column's pending list (packed in bulk later)."""
+    col.extend(values)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import struct
 import zlib
 from array import array
 from collections.abc import Callable, Sequence
@@ -10,6 +11,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from .buffers import Column
 from .metrics_hol import HeadOfLineTracker
 from .policies import Policy, Request, RequestOutput, RequestStatus, StepPlan, StepResult
 from .runlength import RunLengths
@@ -83,19 +85,19 @@ class MetricsRecorder:
         self.itl_gaps = RunLengths()  # every inter-token gap, run-length encoded
         self.num_done = 0  # requests finished or aborted so far (progress bar)
         self.record_itl = record_itl
-        self.itl_rows: tuple[array, array, array] = (array("i"), array("i"), array("d"))
+        self.itl_rows: tuple[Column, Column, Column] = (Column("i"), Column("i"), Column("d"))
         # compact typed columns: a whole-trace run has hundreds of thousands of steps
-        self.steps: dict[str, array] = {k: array(STEP_TYPES.get(k, "i")) for k in STEP_FIELDS}
-        s = self.steps  # bound appends of the columns filled at schedule time (hot path)
-        self._at_schedule = tuple(s[k].append for k in (
+        self.steps: dict[str, Column] = {k: Column(STEP_TYPES.get(k, "i")) for k in STEP_FIELDS}
+        s = self.steps  # the columns filled at schedule time (hot path)
+        self._at_schedule: tuple[Column, ...] = tuple(s[k] for k in (
             "schedule_time", "start", "end", "gpu_time", "num_running", "num_waiting", "kv_usage",
             "num_preempted", "num_paused"))
-        self._zero_at_schedule = tuple(s[k].append for k in ZERO_AT_SCHEDULE)
+        self._zero_at_schedule: tuple[Column, ...] = tuple(s[k] for k in ZERO_AT_SCHEDULE)
         # two streams, each in time order as appended (merged into one table at the end):
         # CPU phases: kind code (TIMELINE_KINDS), start, end, step (21 bytes a row); GPU forwards
-        self.cpu_timeline: tuple[array, array, array, array] = (
-            array("b"), array("d"), array("d"), array("i"))
-        self.gpu_timeline: tuple[array, array, array] = (array("d"), array("d"), array("i"))
+        self.cpu_timeline: tuple[Column, Column, Column, Column] = (
+            Column("b"), Column("d"), Column("d"), Column("i"))
+        self.gpu_timeline: tuple[Column, Column, Column] = (Column("d"), Column("d"), Column("i"))
         cfg = policy.config
         self.hol = HeadOfLineTracker(self.columns, cfg.max_num_seqs, cfg.max_num_batched_tokens,
                                      getattr(cfg, "enable_chunked_prefill", True), cfg.block_size,
@@ -113,7 +115,7 @@ class MetricsRecorder:
     # ---- world hooks ----
     def add_interval(self, resource: str, kind: str, start: float, end: float, step: int) -> None:
         """One busy interval of the CPU or the GPU (the GPU's are forwards)."""
-        t: tuple[array, ...]
+        t: tuple[Column, ...]
         if RESOURCE_CODES[resource]:
             t = self.gpu_timeline
         else:
@@ -125,8 +127,8 @@ class MetricsRecorder:
 
     def release_timeline(self) -> None:
         """Drop the timeline buffers (timeline_table holds views of them while it merges)."""
-        self.cpu_timeline = (array("b"), array("d"), array("d"), array("i"))
-        self.gpu_timeline = (array("d"), array("d"), array("i"))
+        self.cpu_timeline = (Column("b"), Column("d"), Column("d"), Column("i"))
+        self.gpu_timeline = (Column("d"), Column("d"), Column("i"))
 
     def on_step_done(self, h: Any) -> None:
         """A launched step finished on the GPU: its composition and times (h is a SimStep)."""
@@ -146,17 +148,17 @@ class MetricsRecorder:
         kv = self.policy.kv_usage()
         assert len(self.steps["schedule_time"]) == step, "steps must be reported in launch order"
         sched, start, end, gpu, n_run, n_wait, kv_use, n_pre, n_pause = self._at_schedule
-        sched(now)
-        start(NAN)
-        end(NAN)
-        gpu(0.0)
-        n_run(running)
-        n_wait(waiting)
-        kv_use(kv)
-        n_pre(len(plan.preempted_req_ids))
-        n_pause(len(plan.paused_req_ids))
+        sched.append(now)
+        start.append(NAN)
+        end.append(NAN)
+        gpu.append(0.0)
+        n_run.append(running)
+        n_wait.append(waiting)
+        kv_use.append(kv)
+        n_pre.append(len(plan.preempted_req_ids))
+        n_pause.append(len(plan.paused_req_ids))
         for zero in self._zero_at_schedule:
-            zero(0)
+            zero.append(0)
         if plan.new_req_ids:
             self._first_schedules(plan, now)
         self.hol.step(now, plan, running, kv)
@@ -269,7 +271,9 @@ def finish_name(status: RequestStatus | None) -> str:
 
 def output_hash(tokens: list[int]) -> int:
     """CRC32 of a request's output token ids: equal hashes mean equal outputs across runs."""
-    return zlib.crc32(array("q", tokens))  # the array's bytes, read in place
+    # the bytes of array("q", tokens), packed directly (the array would convert each id through
+    # PyArg_Parse)
+    return zlib.crc32(struct.pack(f"{len(tokens)}q", *tokens))
 
 
 EMPTY_HASH = output_hash([])

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from .buffers import Column
 from .metrics import KIND_CODES, RESOURCES, STEP_FIELDS, TIMELINE_KINDS, MetricsRecorder, output_hash  # noqa: F401 (output_hash re-exported)
 
 
@@ -64,8 +65,9 @@ def steps_table(m: MetricsRecorder) -> pd.DataFrame:
     return pd.DataFrame(cols, copy=False)
 
 
-def _view(a: array) -> np.ndarray:
+def _view(col: array | Column) -> np.ndarray:
     """A recorder column as numpy, sharing its memory (the recorder is done with it)."""
+    a = col.array() if isinstance(col, Column) else col
     dtype = {"d": np.float64, "q": np.int64, "i": np.int32, "b": np.int8}[a.typecode]
     return np.frombuffer(a, dtype=dtype) if len(a) else np.zeros(0, dtype=dtype)
 
@@ -111,8 +113,7 @@ def timeline_table(m: MetricsRecorder) -> pd.DataFrame:
 
 def itl_table(m: MetricsRecorder) -> pd.DataFrame:
     """One row per delivered token (only when recorded); a first token's itl is its TTFT."""
-    ids, pos, times = (np.frombuffer(a, dtype=d).copy() if len(a) else np.zeros(0, dtype=d)
-                       for a, d in zip(m.itl_rows, (np.int32, np.int32, float), strict=True))
+    ids, pos, times = (_view(col).copy() for col in m.itl_rows)
     order = np.lexsort((pos, ids))
     ids, pos, times = ids[order], pos[order], times[order]
     arrival = np.asarray(m.columns.arrival, dtype=float)

@@ -16,41 +16,41 @@ import numpy as np
 
 
 class RunLengths:
-    """(value, count) runs of float samples in arrival order."""
+    """(value, count) runs of float samples in arrival order; the open (last) run is native
+    fields, closed runs are typed arrays (one append each when a run closes)."""
 
-    __slots__ = ("values", "counts", "last")
+    __slots__ = ("values", "counts", "last", "last_count")
 
     def __init__(self) -> None:
         self.values = array("d")
         self.counts = array("q")
-        self.last = math.nan  # value of the last run (NaN: none, and NaN never merges)
+        self.last = math.nan  # value of the open run (NaN: none, and NaN never merges)
+        self.last_count = 0
 
     def __len__(self) -> int:
-        return sum(self.counts)
+        return sum(self.counts) + self.last_count
 
     def append(self, x: float) -> None:
         """One sample."""
-        if x == self.last:
-            self.counts[-1] += 1
-        else:
-            self.values.append(x)
-            self.counts.append(1)
-            self.last = x
+        self.append_run(x, 1)
 
     def append_run(self, x: float, count: int) -> None:
         """`count` equal samples."""
         if x == self.last:
-            self.counts[-1] += count
+            self.last_count += count
         else:
-            self.values.append(x)
-            self.counts.append(count)
+            if self.last_count:
+                self.values.append(self.last)
+                self.counts.append(self.last_count)
             self.last = x
+            self.last_count = count
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """(values, counts) as numpy arrays."""
-        if not len(self.values):
+        """(values, counts) as numpy arrays, the open run included."""
+        if not self.last_count:
             return np.zeros(0), np.zeros(0, dtype=np.int64)
-        return np.frombuffer(self.values, dtype=float), np.frombuffer(self.counts, dtype=np.int64)
+        values = np.append(np.frombuffer(self.values, dtype=float), self.last)
+        return values, np.append(np.frombuffer(self.counts, dtype=np.int64), self.last_count)
 
     def expand(self) -> np.ndarray:
         """Every sample, in order (for tests and small runs)."""

@@ -18,6 +18,7 @@ from typing import Any, Final
 import numpy as np
 import simpy
 
+from .buffers import Column
 from .engine import Engine
 from .executor import SimExecutor, SimStep
 from .fastforward import fast_forward
@@ -163,10 +164,10 @@ class SimWorld:
                     self.cpu_now = end = start + dt
                     if record is not None:  # metrics.add_interval, inlined (hot)
                         knd, starts, ends, steps = record
-                        knd(KIND_CODES[wait.kind])
-                        starts(start)
-                        ends(end)
-                        steps(wait.step)
+                        knd.append(KIND_CODES[wait.kind])
+                        starts.append(start)
+                        ends.append(end)
+                        steps.append(wait.step)
             elif isinstance(wait, Launch):
                 value = self._launch(wait)
             elif isinstance(wait, WaitStep):
@@ -225,16 +226,13 @@ class SimWorld:
             self.metrics.on_step_done(h)
 
     def _jump(self) -> int:
-        """Exact fast-forward over steady decode steps (see schedsim.fastforward)."""
-        n = fast_forward(self)
-        if n:
-            self.num_jumps += 1
-            self.num_jumped_steps += n
-        return n
+        """Exact fast-forward over steady decode steps (see schedsim.fastforward, which counts
+        its stretches in num_jumps and num_jumped_steps)."""
+        return fast_forward(self)
 
 
-def _interval_appenders(metrics: MetricsRecorder | None) -> tuple[Callable[[Any], None], ...] | None:
-    """The append methods of the recorder's CPU timeline columns (None without a recorder)."""
+def _interval_appenders(metrics: MetricsRecorder | None) -> tuple[Column, Column, Column, Column] | None:
+    """The recorder's CPU timeline columns (None without a recorder)."""
     if metrics is None:
         return None
-    return tuple(col.append for col in metrics.cpu_timeline)
+    return metrics.cpu_timeline

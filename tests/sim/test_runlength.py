@@ -27,11 +27,11 @@ def test_runs_encode_like_single_appends_and_stats_match_numpy(xs: list[float], 
             j += 1
         mixed.append_run(rest[i], j - i)
         i = j
-    assert list(one.values) == list(mixed.values) and list(one.counts) == list(mixed.counts)
+    (v1, c1), (values, counts) = one.arrays(), mixed.arrays()
+    assert list(v1) == list(values) and list(c1) == list(counts)
     assert np.array_equal(mixed.expand(), np.array(xs))
     assert len(mixed) == len(xs)
-    assert all(a != b for a, b in zip(one.values[:-1], one.values[1:], strict=True))  # maximal runs
-    values, counts = mixed.arrays()
+    assert all(a != b for a, b in zip(v1[:-1], v1[1:], strict=True))  # maximal runs
     assert weighted_percentile(values, counts, q) == float(np.percentile(xs, q))
     assert np.isclose(weighted_mean(values, counts), float(np.mean(xs)), rtol=1e-12, atol=0.0)
 
@@ -40,4 +40,4 @@ def test_steady_decoding_compresses_to_one_run_per_step() -> None:
     gaps = RunLengths()
     for step_gap in (0.01, 0.011, 0.011, 0.01):
         gaps.append_run(step_gap, 32)  # 32 requests decoding: one gap each
-    assert list(gaps.counts) == [32, 64, 32]
+    assert list(gaps.arrays()[1]) == [32, 64, 32]
