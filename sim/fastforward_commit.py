@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from .buffers import Column
 from .fastforward_timeline import StretchTimes
 from .metrics import KIND_CODES, MetricsRecorder
 from .policies import Request
 
-ZERO_COLUMNS: Final = ("num_prefill_reqs", "num_prefill_tokens", "num_spec_tokens", "num_waiting",
-                "num_preempted", "num_paused", "num_finished", "deferred_sampling")
 SCHEDULE: Final = KIND_CODES["schedule"]
 PREPARE: Final = KIND_CODES["prepare_inputs"]
 D2H: Final = KIND_CODES["d2h_copy"]
@@ -20,21 +17,24 @@ UPDATE: Final = KIND_CODES["update_from_output"]
 def commit_metrics(m: MetricsRecorder, reqs: list[Request], idx0: int, k: int, t: StretchTimes,
                    usage: list[float], is_async: bool) -> None:
     """Steps rows, timeline intervals and per-request token times of k steady iterations."""
-    s, n = m.steps, len(reqs)
-    assert len(s["schedule_time"]) == idx0, "steps must be reported in launch order"
-    put(s["schedule_time"], t.sched)
-    put(s["start"], t.start)
-    put(s["end"], t.end)
-    put(s["gpu_time"], t.gpu)
-    put(s["kv_usage"], usage)
+    n = len(reqs)
+    (sched, start, end, gpu, kv_usage, running, decode_reqs, decode_tokens,
+     *zero_cols) = m.jump_step_columns
+    assert len(sched) == idx0, "steps must be reported in launch order"
+    sched.extend(t.sched)
+    start.extend(t.start)
+    end.extend(t.end)
+    gpu.extend(t.gpu)
+    kv_usage.extend(usage)
     zeros: list[Any] = [0] * k
-    for name in ZERO_COLUMNS:
-        s[name].extend(zeros)
-    put(s["num_running"], [n] * k)
+    for col in zero_cols:
+        col.extend(zeros)
+    running.extend([n] * k)
     n_last = t.last_n if t.last_n >= 0 else n  # the last schedule may leave some out
-    for name in ("num_decode_reqs", "num_decode_tokens"):
-        put(s[name], [n] * (k - 1))
-        s[name].append(n_last)
+    batch: list[Any] = [n] * k
+    batch[-1] = n_last
+    decode_reqs.extend(batch)
+    decode_tokens.extend(batch)
     _timeline_rows(m, idx0, k, t, is_async)
     _token_times(m, reqs, k, t.update)
     m.hol._since = t.sched[-1]  # nobody waits: the tracker only remembers the last schedule
@@ -67,28 +67,24 @@ def _timeline_rows(m: MetricsRecorder, idx0: int, k: int, t: StretchTimes, is_as
     gpu = t.gpu
     last = k - 1
     for i in range(k):
-        sc = t.s_last if i == last else t.s
-        pc = t.p_last if i == last else t.p
-        dc = t.d0 if i == 0 else t.d
-        uc = t.u0 if i == 0 else t.u
         step: Any = idx0 + i  # boxed once, referenced by every row of the iteration
         before: Any = idx0 + i - lag
-        if sc > 0:
+        if (t.s_last if i == last else t.s) > 0:
             kinds.append(SCHEDULE)
             starts.append(poll[i])
             ends.append(sched[i])
             steps.append(step)
-        if pc > 0:
+        if (t.p_last if i == last else t.p) > 0:
             kinds.append(PREPARE)
             starts.append(sched[i])
             ends.append(ready[i])
             steps.append(step)
-        if dc > 0:
+        if (t.d0 if i == 0 else t.d) > 0:
             kinds.append(D2H)
             starts.append(wait[i])
             ends.append(d2h[i])
             steps.append(before)
-        if uc > 0:
+        if (t.u0 if i == 0 else t.u) > 0:
             kinds.append(UPDATE)
             starts.append(d2h[i])
             ends.append(update[i])
@@ -98,14 +94,14 @@ def _timeline_rows(m: MetricsRecorder, idx0: int, k: int, t: StretchTimes, is_as
             g_ends.append(end[i])
             g_steps.append(step)
     ck, cs, ce, cst = m.cpu_timeline
-    put(ck, kinds)
-    put(cs, starts)
-    put(ce, ends)
-    put(cst, steps)
+    ck.extend(kinds)
+    cs.extend(starts)
+    ce.extend(ends)
+    cst.extend(steps)
     gs, ge, gst = m.gpu_timeline
-    put(gs, g_starts)
-    put(ge, g_ends)
-    put(gst, g_steps)
+    gs.extend(g_starts)
+    ge.extend(g_ends)
+    gst.extend(g_steps)
 
 
 def _token_times(m: MetricsRecorder, reqs: list[Request], k: int, update: list[float]) -> None:
@@ -141,11 +137,8 @@ def _token_times(m: MetricsRecorder, reqs: list[Request], k: int, update: list[f
     if record_itl:
         ids, pos, tms = m.itl_rows
         for i in range(k):
-            put(ids, rows)
-            put(pos, [c + i for c in seen])
-            put(tms, [update[i]] * n)
+            ids.extend(rows)
+            pos.extend([c + i for c in seen])
+            tms.extend([update[i]] * n)
 
 
-def put(col: Column, values: list[Any]) -> None:
-    """col.extend(values): the values join the column's pending list (packed in bulk later)."""
-    col.extend(values)

@@ -36,6 +36,11 @@ STEP_TYPES: Final = {"schedule_time": "d", "start": "d", "end": "d", "gpu_time":
               "deferred_sampling": "b"}
 
 
+# the steps columns a fast-forward jump fills with its own values, then those all zero in a jump
+JUMP_STEP_COLUMNS: Final = ("schedule_time", "start", "end", "gpu_time", "kv_usage", "num_running",
+                            "num_decode_reqs", "num_decode_tokens")
+JUMP_ZERO_COLUMNS: Final = ("num_prefill_reqs", "num_prefill_tokens", "num_spec_tokens", "num_waiting",
+                            "num_preempted", "num_paused", "num_finished", "deferred_sampling")
 COUNTERS: Final = ("num_preemptions", "num_pauses", "num_recomputed_tokens", "num_truncated_tokens")
 
 
@@ -93,6 +98,8 @@ class MetricsRecorder:
             "schedule_time", "start", "end", "gpu_time", "num_running", "num_waiting", "kv_usage",
             "num_preempted", "num_paused"))
         self._zero_at_schedule: tuple[Column, ...] = tuple(s[k] for k in ZERO_AT_SCHEDULE)
+        self.jump_step_columns: tuple[Column, ...] = tuple(
+            s[k] for k in JUMP_STEP_COLUMNS + JUMP_ZERO_COLUMNS)  # fastforward_commit's order
         # two streams, each in time order as appended (merged into one table at the end):
         # CPU phases: kind code (TIMELINE_KINDS), start, end, step (21 bytes a row); GPU forwards
         self.cpu_timeline: tuple[Column, Column, Column, Column] = (
