@@ -47,6 +47,8 @@ def main() -> None:
     s = res.summary
     rss_gib = usage.ru_maxrss / 1024**2
     print(f"machine: {platform.machine()} x{_cpus()} cores, Python {platform.python_version()}")
+    core = res.config["compiled_core"]
+    print(f"compiled core: {'active' if core['active'] else 'not active (' + core['reason'] + ')'}")
     print(f"config: {cfg.trace} policy={cfg.policy} model={cfg.model} gpu={cfg.gpu} "
           f"engine={s['engine']}")
     print(f"requests: {s['num_requests']} (finished {s['num_finished']}), steps: {s['num_steps']}, "

@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from . import accel
 from .config import RunConfig
 from .engine import Engine
 from .executor import SimExecutor
@@ -123,4 +124,6 @@ def _result(cfg: RunConfig, resolved: Any, prep: Any, metrics: MetricsRecorder, 
     summary["num_prefix_skips"] = int(skips) if skips is not None else 0  # TensorRT-LLM skipping
     config = resolved.describe()
     config["engine_resolved"] = summary["engine"]
+    core = accel.status()  # which build ran (speed only: both give the same tables)
+    config["compiled_core"] = {"active": core.active, "reason": core.reason}
     return RunResult(requests, steps, timeline, summary, config, itl)
