@@ -36,8 +36,12 @@ accel-strict: venv
 run: accel
 	$(BIN)/schedsim run --out runs/default
 
+# The whole suite on the compiled core, then the policies and fast-forward tests in pure Python.
 test: venv-backend accel-strict
 	SCHEDSIM_REQUIRE_ACCEL=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests
+	SCHEDSIM_PURE=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/policies \
+		tests/sim/test_fast_forward.py tests/sim/test_fast_forward_events.py \
+		tests/sim/test_metrics_jumps.py
 
 lint: venv
 	$(BIN)/ruff check policies sim traces backend tests bench

@@ -47,6 +47,7 @@ COMPILED_MODULES = (
     "schedsim.executor",
     "schedsim.engine",
     "schedsim.metrics_hol",
+    "schedsim.metrics_jumps",
     "schedsim.metrics",
     "schedsim.fastforward_timeline",
     "schedsim.fastforward_commit",

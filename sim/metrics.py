@@ -13,6 +13,7 @@ import numpy as np
 
 from .buffers import Column
 from .metrics_hol import HeadOfLineTracker
+from .metrics_jumps import JumpChunks
 from .policies import Policy, Request, RequestOutput, RequestStatus, StepPlan, StepResult
 from .runlength import RunLengths
 from .workload import WorkloadColumns
@@ -105,6 +106,9 @@ class MetricsRecorder:
         self.cpu_timeline: tuple[Column, Column, Column, Column] = (
             Column("b"), Column("d"), Column("d"), Column("i"))
         self.gpu_timeline: tuple[Column, Column, Column] = (Column("d"), Column("d"), Column("i"))
+        # fast-forward jumps: their steps rows are reserved (zeros), their intervals not appended:
+        # both are expanded from these records when the tables are built (metrics_jumps)
+        self.jumps = JumpChunks()
         cfg = policy.config
         self.hol = HeadOfLineTracker(self.columns, cfg.max_num_seqs, cfg.max_num_batched_tokens,
                                      getattr(cfg, "enable_chunked_prefill", True), cfg.block_size,
@@ -136,6 +140,7 @@ class MetricsRecorder:
         """Drop the timeline buffers (timeline_table holds views of them while it merges)."""
         self.cpu_timeline = (Column("b"), Column("d"), Column("d"), Column("i"))
         self.gpu_timeline = (Column("d"), Column("d"), Column("i"))
+        self.jumps = JumpChunks()
 
     def on_step_done(self, h: Any) -> None:
         """A launched step finished on the GPU: its composition and times (h is a SimStep)."""

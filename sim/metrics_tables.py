@@ -10,6 +10,7 @@ import pandas as pd
 
 from .buffers import Column
 from .metrics import KIND_CODES, RESOURCES, STEP_FIELDS, TIMELINE_KINDS, MetricsRecorder, output_hash  # noqa: F401 (output_hash re-exported)
+from .metrics_jumps import fill_jump_steps, jump_timeline_rows, merge_at
 
 
 def requests_table(m: MetricsRecorder, targets: Sequence[int], rejected: set[str]) -> pd.DataFrame:
@@ -56,9 +57,11 @@ def requests_table(m: MetricsRecorder, targets: Sequence[int], rejected: set[str
 def steps_table(m: MetricsRecorder) -> pd.DataFrame:
     """One row per launched step; the columns are the recorder's buffers, not copies."""
     s = m.steps
-    cols: dict[str, object] = {"step": np.arange(len(s["schedule_time"]), dtype=np.int32)}
+    views = {name: _view(s[name]) for name in STEP_FIELDS}
+    fill_jump_steps(m.jumps, views)  # the jumps' rows were reserved, as zeros
+    cols: dict[str, object] = {"step": np.arange(len(views["schedule_time"]), dtype=np.int32)}
     for name in STEP_FIELDS:
-        col = _view(s[name])
+        col = views[name]
         cols[name] = col.view(bool) if name == "deferred_sampling" else col
         if name == "end":
             cols["duration"] = cols["end"] - cols["start"]
@@ -89,6 +92,11 @@ def timeline_table(m: MetricsRecorder) -> pd.DataFrame:
     """
     cpu = [_view(a) for a in m.cpu_timeline]  # kind, start, end, step
     gpu = [_view(a) for a in m.gpu_timeline]  # start, end, step
+    if len(m.jumps):  # the fast-forward jumps' intervals, where they were appended
+        k = KIND_CODES
+        jc, jc_at, jg, jg_at = jump_timeline_rows(
+            m.jumps, (k["schedule"], k["prepare_inputs"], k["d2h_copy"], k["update_from_output"]))
+        cpu, gpu = merge_at(cpu, jc, jc_at), merge_at(gpu, jg, jg_at)
     m.release_timeline()  # the views keep the buffers alive only until merged
     cpu[1], cpu[0], cpu[2], cpu[3] = _in_start_order(cpu[1], [cpu[0], cpu[2], cpu[3]])
     gpu = _in_start_order(gpu[0], gpu[1:])
