@@ -27,7 +27,16 @@ from .policies import Request
 MASK64: Final = (1 << 64) - 1
 _INV_2_53: Final = 1.0 / (1 << 53)
 _PHI: Final = 0x9E3779B97F4A7C15  # 2^64 / golden ratio: spreads consecutive positions
-PHI_I64: Final[i64] = -7046029254386353131  # _PHI - 2^64: the same multiplier, signed 64-bit
+
+
+def _phi_i64() -> i64:
+    """_PHI - 2^64, the same multiplier as a signed 64-bit value, built from two halves: compiled,
+    a literal below -2^62 would be a boxed int converted on every use, this is a native static."""
+    high: i64 = -1640531527  # 0x9E3779B9 - 2^32
+    return high * 0x100000000 + 0x7F4A7C15  # (a shift by 32 would be emitted as a C int shift)
+
+
+PHI_I64: Final[i64] = _phi_i64()
 _PHI_U64, _U32, _U3 = np.uint64(_PHI), np.uint64(32), np.uint64(3)
 # token_rows: below this many tokens a Python loop beats numpy's fixed cost; compiled, always
 GRID_MIN: Final = 1 << 62 if accel.status().active else 32

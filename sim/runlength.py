@@ -10,25 +10,27 @@ of the expanded samples: the mean, and percentiles with numpy's default 'linear'
 from __future__ import annotations
 
 import math
-from array import array
 
 import numpy as np
+
+from .buffers import Column
 
 
 class RunLengths:
     """(value, count) runs of float samples in arrival order; the open (last) run is native
-    fields, closed runs are typed arrays (one append each when a run closes)."""
+    fields, closed runs are typed columns (one append each when a run closes; buffers.Column, as
+    an array's append converts each value through PyArg_Parse)."""
 
     __slots__ = ("values", "counts", "last", "last_count")
 
     def __init__(self) -> None:
-        self.values = array("d")
-        self.counts = array("q")
+        self.values = Column("d")
+        self.counts = Column("q")
         self.last = math.nan  # value of the open run (NaN: none, and NaN never merges)
         self.last_count = 0
 
     def __len__(self) -> int:
-        return sum(self.counts) + self.last_count
+        return sum(self.counts.array()) + self.last_count
 
     def append(self, x: float) -> None:
         """One sample."""
@@ -49,8 +51,8 @@ class RunLengths:
         """(values, counts) as numpy arrays, the open run included."""
         if not self.last_count:
             return np.zeros(0), np.zeros(0, dtype=np.int64)
-        values = np.append(np.frombuffer(self.values, dtype=float), self.last)
-        return values, np.append(np.frombuffer(self.counts, dtype=np.int64), self.last_count)
+        values = np.append(np.frombuffer(self.values.array(), dtype=float), self.last)
+        return values, np.append(np.frombuffer(self.counts.array(), dtype=np.int64), self.last_count)
 
     def expand(self) -> np.ndarray:
         """Every sample, in order (for tests and small runs)."""

@@ -8,7 +8,7 @@ import json
 import pytest
 from schedsim import RunConfig
 from schedsim.executor import SimExecutor
-from schedsim.oracle import WorkloadOracle, to_i64
+from schedsim.oracle import _PHI, MASK64, PHI_I64, WorkloadOracle, synthetic_token, to_i64
 from schedsim.policies import Request, StepPlan
 
 
@@ -139,3 +139,12 @@ def test_token_rows_equal_token_for_mixed_requests(count: int) -> None:
     rows = o.token_rows(reqs, firsts, count)
     for r, first, row in zip(reqs, firsts, rows, strict=True):
         assert row == [o.token(r, first + j) for j in range(count)], r.request_id
+
+
+@pytest.mark.parametrize("key", [0, 1, (1 << 63) - 1, 1 << 63, (1 << 64) - 2])
+def test_synthetic_token_is_the_unsigned_formula(key: int) -> None:
+    """The signed 64-bit multiplier and wrap give the bits of the exact unsigned product."""
+    assert PHI_I64 == _PHI - (1 << 64)
+    for index, span in ((0, 7), (5, 1000), (1 << 20, 128_000)):
+        exact = 3 + ((((key + index) * _PHI) & MASK64) >> 32) % span
+        assert synthetic_token(to_i64(key), index, span) == exact
