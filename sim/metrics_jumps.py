@@ -4,7 +4,7 @@ A jump of k iterations writes k steps rows and ~5k timeline intervals that are f
 iteration times (StretchTimes), its phase costs and its batch. Writing them row by row costs
 more than the rest of the jump; instead the recorder keeps, per jump, where its rows go (its
 position in each timeline stream and its first step), its costs and batch, and its times
-(field by field, 10 floats an iteration), and the table builders expand every jump at once with
+(a column per field, 10 floats an iteration), and the table builders expand every jump at once with
 numpy: `fill_jump_steps` (the jump reserved its steps rows, zeros until then) and
 `jump_timeline_rows` (merged into the streams at their positions, in append order).
 """
@@ -26,15 +26,15 @@ class JumpChunks:
     """Every jump's compact record (see the module docstring)."""
 
     def __init__(self) -> None:
-        self.times = Column("d")  # per jump, field by field (FIELDS), k values each
+        self.times = [Column("d") for _ in FIELDS]  # per field, every jump's k values in order
         self.meta = Column("q")  # per jump: META
         self.costs = Column("d")  # per jump: COSTS
 
     def add(self, meta: list[Any], costs: list[Any], fields: list[list[Any]]) -> None:
         """One jump: its META and COSTS values and its FIELDS lists (k values each)."""
         times = self.times
-        for values in fields:
-            times.extend(values)
+        for j in range(len(times)):  # (compiled, an indexed loop beats zip(strict=True))
+            times[j].extend(fields[j])
         self.meta.extend(meta)
         self.costs.extend(costs)
 
@@ -46,21 +46,21 @@ def _iterations(ch: JumpChunks) -> dict[str, np.ndarray]:
     """Per iteration of every jump, in order: each field, its step and its jump's values."""
     meta = np.frombuffer(ch.meta.array(), dtype=np.int64).reshape(-1, len(META))
     costs = np.frombuffer(ch.costs.array(), dtype=np.float64).reshape(-1, len(COSTS))
-    times = np.frombuffer(ch.times.array(), dtype=np.float64)
     k = meta[:, 3]
-    jump = np.repeat(np.arange(len(k)), k)  # the jump of each iteration
-    first_it = np.cumsum(k) - k
-    i = np.arange(len(jump)) - first_it[jump]  # index within its jump
-    base = (len(FIELDS) * first_it)[jump] + i  # where field 0 of the iteration is
-    kk = k[jump]
-    out = {f: times[base + j * kk] for j, f in enumerate(FIELDS)}
-    out["step"] = meta[jump, 2] + i
-    out["lag"] = meta[jump, 4]
+    out: dict[str, np.ndarray] = {f: np.frombuffer(col.array(), dtype=np.float64)
+                                  for f, col in zip(FIELDS, ch.times, strict=True)}
+    total = int(k.sum())
+    first_it = np.cumsum(k) - k  # each jump's first iteration
+    i = np.arange(total) - np.repeat(first_it, k)  # index within its jump
+    kk = np.repeat(k, k)
+    out["step"] = np.repeat(meta[:, 2], k) + i
+    out["lag"] = np.repeat(meta[:, 4], k)
     out["first"], out["last"] = i == 0, i == kk - 1
-    out["n"], out["n_last"] = meta[jump, 5], meta[jump, 6]
+    out["n"], out["n_last"] = np.repeat(meta[:, 5], k), np.repeat(meta[:, 6], k)
     for j, c in enumerate(COSTS):
-        out[c] = costs[jump, j]
-    out["jump"], out["cpu_pos"], out["gpu_pos"] = jump, meta[:, 0], meta[:, 1]
+        out[c] = np.repeat(costs[:, j], k)
+    out["jump"] = np.repeat(np.arange(len(k)), k)
+    out["cpu_pos"], out["gpu_pos"], out["first_it"] = meta[:, 0], meta[:, 1], first_it
     return out
 
 
@@ -96,8 +96,7 @@ def jump_timeline_rows(ch: JumpChunks, kinds: tuple[int, int, int, int]
     gkeep = it["gpu"] > 0
     gpu = [it["start"][gkeep], it["end"][gkeep], it["step"][gkeep]]
     jump, njumps = it["jump"], len(it["cpu_pos"])
-    cpu_at = np.repeat(it["cpu_pos"], np.bincount(jump, weights=keep.sum(axis=1),
-                                                  minlength=njumps).astype(np.int64))
+    cpu_at = np.repeat(it["cpu_pos"], np.add.reduceat(keep.sum(axis=1), it["first_it"]))  # k >= 1
     gpu_at = np.repeat(it["gpu_pos"], np.bincount(jump[gkeep], minlength=njumps))
     return cpu, cpu_at, gpu, gpu_at
 

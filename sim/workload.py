@@ -62,10 +62,10 @@ class PreparedWorkload:
 
     def request(self, i: int) -> Request:
         """A fresh, unscheduled Request for workload row i."""
-        c, lora = self.columns, self.lora[i]
-        return Request(c.ids[i], float(c.arrival[i]), int(c.prompt[i]), int(c.max_tokens[i]),
-                       prompt_block_hashes=self.hashes[i], structured_output=bool(self.structured[i]),
-                       priority=int(c.priority[i]), lora_id=None if lora is None else int(lora),
+        c, lora = self.columns, self.lora[i]  # .item(i): a Python scalar, no numpy scalar
+        return Request(c.ids[i], c.arrival.item(i), c.prompt.item(i), c.max_tokens.item(i),
+                       prompt_block_hashes=self.hashes[i], structured_output=self.structured.item(i),
+                       priority=c.priority.item(i), lora_id=None if lora is None else int(lora),
                        num_spec_tokens=self.num_spec_tokens)
 
     @property
