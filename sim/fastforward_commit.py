@@ -22,8 +22,8 @@ def commit_metrics(m: MetricsRecorder, reqs: list[Request], idx0: int, k: int, t
         col.extend(zeros)
     n_last = t.last_n if t.last_n >= 0 else n  # the last schedule may leave some out
     m.jumps.add([len(m.cpu_timeline[1]), len(m.gpu_timeline[0]), idx0, k, 1 if is_async else 0,
-                 n, n_last], [t.s, t.p, t.d0, t.u0, t.d, t.u, t.s_last, t.p_last],
-                [t.poll, t.sched, t.ready, t.start, t.end, t.gpu, t.wait, t.d2h, t.update, usage])
+                 n, n_last], [t.s, t.p, t.d0, t.u0, t.d, t.u, t.s_last, t.p_last, t.poll[0]],
+                [t.start, t.gpu, t.wait, usage])
     _token_times(m, reqs, k, t.update)
     m.hol._since = t.sched[-1]  # nobody waits: the tracker only remembers the last schedule
 

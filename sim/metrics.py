@@ -109,6 +109,7 @@ class MetricsRecorder:
         # fast-forward jumps: their steps rows are reserved (zeros), their intervals not appended:
         # both are expanded from these records when the tables are built (metrics_jumps)
         self.jumps = JumpChunks()
+        self.timeline_released = False
         cfg = policy.config
         self.hol = HeadOfLineTracker(self.columns, cfg.max_num_seqs, cfg.max_num_batched_tokens,
                                      getattr(cfg, "enable_chunked_prefill", True), cfg.block_size,
@@ -137,10 +138,12 @@ class MetricsRecorder:
         t[-1].append(step)
 
     def release_timeline(self) -> None:
-        """Drop the timeline buffers (timeline_table holds views of them while it merges)."""
+        """Drop the timeline buffers (timeline_table holds views of them while it merges) and the
+        jumps' records (steps_table, which needs them, comes first)."""
         self.cpu_timeline = (Column("b"), Column("d"), Column("d"), Column("i"))
         self.gpu_timeline = (Column("d"), Column("d"), Column("i"))
         self.jumps = JumpChunks()
+        self.timeline_released = True
 
     def on_step_done(self, h: Any) -> None:
         """A launched step finished on the GPU: its composition and times (h is a SimStep)."""

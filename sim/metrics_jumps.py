@@ -3,10 +3,10 @@
 A jump of k iterations writes k steps rows and ~5k timeline intervals that are functions of its
 iteration times (StretchTimes), its phase costs and its batch. Writing them row by row costs
 more than the rest of the jump; instead the recorder keeps, per jump, where its rows go (its
-position in each timeline stream and its first step), its costs and batch, and its times
-(a column per field, 10 floats an iteration), and the table builders expand every jump at once with
-numpy: `fill_jump_steps` (the jump reserved its steps rows, zeros until then) and
-`jump_timeline_rows` (merged into the streams at their positions, in append order).
+position in each timeline stream and its first step), its costs, batch and first poll, and the
+times the others follow from (a column per field, 4 floats an iteration); the table builders
+expand the jumps with numpy, a chunk at a time: `fill_jump_steps` (the jump reserved its steps
+rows, zeros until then) and `merge_jump_timeline` (into the streams where they were appended).
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ import numpy as np
 
 from .buffers import Column
 
-FIELDS: Final = ("poll", "sched", "ready", "start", "end", "gpu", "wait", "d2h", "update", "kv_usage")
+FIELDS: Final = ("start", "gpu", "wait", "kv_usage")  # stored; the other times are derived
 META: Final = ("cpu_pos", "gpu_pos", "idx0", "k", "lag", "n", "n_last")
-COSTS: Final = ("s", "p", "d0", "u0", "d", "u", "s_last", "p_last")
+COSTS: Final = ("s", "p", "d0", "u0", "d", "u", "s_last", "p_last", "poll0")
+CHUNK: Final = 1 << 16  # iterations expanded at a time
 
 
 class JumpChunks:
@@ -42,78 +43,138 @@ class JumpChunks:
         return len(self.meta) // len(META)
 
 
-def _iterations(ch: JumpChunks) -> dict[str, np.ndarray]:
-    """Per iteration of every jump, in order: each field, its step and its jump's values."""
-    meta = np.frombuffer(ch.meta.array(), dtype=np.int64).reshape(-1, len(META))
-    costs = np.frombuffer(ch.costs.array(), dtype=np.float64).reshape(-1, len(COSTS))
-    k = meta[:, 3]
-    out: dict[str, np.ndarray] = {f: np.frombuffer(col.array(), dtype=np.float64)
-                                  for f, col in zip(FIELDS, ch.times, strict=True)}
-    total = int(k.sum())
-    first_it = np.cumsum(k) - k  # each jump's first iteration
-    i = np.arange(total) - np.repeat(first_it, k)  # index within its jump
-    kk = np.repeat(k, k)
-    out["step"] = np.repeat(meta[:, 2], k) + i
-    out["lag"] = np.repeat(meta[:, 4], k)
-    out["first"], out["last"] = i == 0, i == kk - 1
-    out["n"], out["n_last"] = np.repeat(meta[:, 5], k), np.repeat(meta[:, 6], k)
-    for j, c in enumerate(COSTS):
-        out[c] = np.repeat(costs[:, j], k)
-    out["jump"] = np.repeat(np.arange(len(k)), k)
-    out["cpu_pos"], out["gpu_pos"], out["first_it"] = meta[:, 0], meta[:, 1], first_it
-    return out
+class _Expanded:
+    """Numpy views of a JumpChunks, expanded per iteration one chunk of whole jumps at a time
+    (at most CHUNK iterations, or one longer jump): a long run's temporaries stay small."""
+
+    def __init__(self, ch: JumpChunks, chunk: int = CHUNK) -> None:
+        self.meta: Any = np.frombuffer(ch.meta.array(), dtype=np.int64).reshape(-1, len(META))
+        self.costs: Any = np.frombuffer(ch.costs.array(), dtype=np.float64).reshape(-1, len(COSTS))
+        self.fields = {f: np.frombuffer(col.array(), dtype=np.float64)
+                       for f, col in zip(FIELDS, ch.times, strict=True)}
+        k = self.meta[:, 3]
+        ends = np.cumsum(k)
+        self.first_it: Any = ends - k  # each jump's first iteration
+        total = int(ends[-1]) if len(k) else 0
+        cuts = np.searchsorted(ends, np.arange(chunk, total, chunk), side="right")
+        bounds = np.unique(np.concatenate(([0], cuts, [len(k)]))).tolist()
+        self.chunks: list[tuple[int, int]] = list(zip(bounds[:-1], bounds[1:], strict=True))
+
+    def iterations(self, j0: int, j1: int) -> dict[str, np.ndarray]:
+        """Per iteration of jumps j0 .. j1 - 1: its fields, step, place in its jump, jump's values."""
+        meta, costs, k = self.meta[j0:j1], self.costs[j0:j1], self.meta[j0:j1, 3]
+        a = int(self.first_it[j0])
+        b = a + int(k.sum())
+        out: dict[str, np.ndarray] = {f: col[a:b] for f, col in self.fields.items()}
+        first_it = self.first_it[j0:j1] - a
+        i = np.arange(b - a) - np.repeat(first_it, k)  # index within its jump
+        out["step"] = np.repeat(meta[:, 2], k) + i
+        out["before"] = out["step"] - np.repeat(meta[:, 4], k)  # the step before, under a queue
+        out["first"], out["last"] = i == 0, i == np.repeat(k, k) - 1
+        out["n"], out["n_last"] = np.repeat(meta[:, 5], k), np.repeat(meta[:, 6], k)
+        for j, c in enumerate(COSTS):
+            out[c] = np.repeat(costs[:, j], k)
+        out["first_it"] = first_it
+        _derive_times(out)
+        return out
 
 
-def fill_jump_steps(ch: JumpChunks, cols: dict[str, np.ndarray]) -> None:
+def _derive_times(it: dict[str, np.ndarray]) -> None:
+    """The times fastforward_timeline computes from the stored ones, by its very additions (the
+    same IEEE sums): each phase ends its cost after the last (a phase of cost 0 adds nothing),
+    d2h and update follow the wait, the next poll is the update, the forward ends start + gpu."""
+    last, first = it["last"], it["first"]
+    s, p = np.where(last, it["s_last"], it["s"]), np.where(last, it["p_last"], it["p"])
+    d, u = np.where(first, it["d0"], it["d"]), np.where(first, it["u0"], it["u"])
+    it["d2h"] = d2h = np.where(d > 0, it["wait"] + d, it["wait"])
+    it["update"] = update = np.where(u > 0, d2h + u, d2h)
+    poll = np.empty_like(update)
+    poll[1:] = update[:-1]
+    poll[first] = it["poll0"][first]
+    it["poll"] = poll
+    it["sched"] = sched = np.where(s > 0, poll + s, poll)
+    it["ready"] = np.where(p > 0, sched + p, sched)
+    it["end"] = it["start"] + it["gpu"]
+    it["cost_s"], it["cost_p"], it["cost_d"], it["cost_u"] = s, p, d, u
+
+
+def fill_jump_steps(ch: JumpChunks, cols: dict[str, np.ndarray], chunk: int = CHUNK) -> None:
     """Write every jump's steps rows into the steps table's columns (arrays indexed by step)."""
-    if not len(ch):
-        return
-    it = _iterations(ch)
-    rows = it["step"]
-    for name, field in (("schedule_time", "sched"), ("start", "start"), ("end", "end"),
-                        ("gpu_time", "gpu"), ("kv_usage", "kv_usage")):
-        cols[name][rows] = it[field]
-    cols["num_running"][rows] = it["n"]
-    batch = np.where(it["last"], it["n_last"], it["n"])  # the last schedule may leave some out
-    cols["num_decode_reqs"][rows] = batch
-    cols["num_decode_tokens"][rows] = batch
+    ex = _Expanded(ch, chunk)
+    for j0, j1 in ex.chunks:
+        it = ex.iterations(j0, j1)
+        rows = it["step"]
+        for name, field in (("schedule_time", "sched"), ("start", "start"), ("end", "end"),
+                            ("gpu_time", "gpu"), ("kv_usage", "kv_usage")):
+            cols[name][rows] = it[field]
+        cols["num_running"][rows] = it["n"]
+        batch = np.where(it["last"], it["n_last"], it["n"])  # the last schedule may leave some out
+        cols["num_decode_reqs"][rows] = batch
+        cols["num_decode_tokens"][rows] = batch
 
 
-def jump_timeline_rows(ch: JumpChunks, kinds: tuple[int, int, int, int]
-                       ) -> tuple[list[np.ndarray], np.ndarray, list[np.ndarray], np.ndarray]:
-    """The jumps' CPU rows (kind, start, end, step) and GPU rows (start, end, step), each with the
-    position of its jump's rows in its stream (the number of other rows appended before them)."""
-    it = _iterations(ch)
-    before = it["step"] - it["lag"]  # d2h and update belong to the step before under a queue
-    cost = (np.where(it["last"], it["s_last"], it["s"]), np.where(it["last"], it["p_last"], it["p"]),
-            np.where(it["first"], it["d0"], it["d"]), np.where(it["first"], it["u0"], it["u"]))
-    keep = np.stack([c > 0 for c in cost], axis=1)  # phases of cost 0 are not recorded
+def _cpu_keep(it: dict[str, np.ndarray]) -> np.ndarray:
+    """Which of schedule, prepare, d2h, update each iteration records (cost > 0), (n, 4)."""
+    return np.stack([it[c] > 0 for c in ("cost_s", "cost_p", "cost_d", "cost_u")], axis=1)
+
+
+def _cpu_rows(it: dict[str, np.ndarray], keep: np.ndarray, kinds: tuple[int, int, int, int]
+              ) -> list[np.ndarray]:
+    """The CPU rows (kind, start, end, step), iteration-major, phase order within an iteration:
+    schedule and prepare of the iteration's step, d2h and update of the step before (a queue)."""
+    step, before = it["step"], it["before"]
     cand = (np.broadcast_to(np.array(kinds, dtype=np.int8), keep.shape),
             np.stack([it["poll"], it["sched"], it["wait"], it["d2h"]], axis=1),
             np.stack([it["sched"], it["ready"], it["d2h"], it["update"]], axis=1),
-            np.stack([it["step"], it["step"], before, before], axis=1))
-    cpu = [c[keep] for c in cand]  # iteration-major, phase order within an iteration
-    gkeep = it["gpu"] > 0
-    gpu = [it["start"][gkeep], it["end"][gkeep], it["step"][gkeep]]
-    jump, njumps = it["jump"], len(it["cpu_pos"])
-    cpu_at = np.repeat(it["cpu_pos"], np.add.reduceat(keep.sum(axis=1), it["first_it"]))  # k >= 1
-    gpu_at = np.repeat(it["gpu_pos"], np.bincount(jump[gkeep], minlength=njumps))
-    return cpu, cpu_at, gpu, gpu_at
+            np.stack([step, step, before, before], axis=1))
+    return [c[keep] for c in cand]
 
 
-def merge_at(stream: list[np.ndarray], rows: list[np.ndarray], at: np.ndarray) -> list[np.ndarray]:
-    """A stream's columns with `rows` inserted, row i before the stream's row at[i] (at is
-    non-decreasing; rows keep their order, and come after the stream's rows before at[i])."""
-    n, m = len(stream[0]), len(at)
-    if not m:
-        return stream
-    pos_rows = at + np.arange(m)  # final index of inserted row i
-    is_row = np.zeros(n + m, dtype=bool)
-    is_row[pos_rows] = True
-    out = []
-    for col, add in zip(stream, rows, strict=True):
-        merged = np.empty(n + m, dtype=np.result_type(col.dtype, add.dtype))
-        merged[~is_row] = col
-        merged[is_row] = add
-        out.append(merged.astype(col.dtype, copy=False))
-    return out
+def _positions(it: dict[str, np.ndarray], per_it: np.ndarray, at: np.ndarray, r0: int) -> np.ndarray:
+    """Merged-stream indices of a chunk's rows: each jump's rows go before the stream row `at`
+    (one per jump), after the r0 jump rows of earlier chunks (per_it: rows per iteration)."""
+    counts = np.add.reduceat(per_it, it["first_it"])  # every jump has an iteration
+    rows_at = np.repeat(at, counts)
+    return rows_at + np.arange(r0, r0 + len(rows_at))
+
+
+def merge_jump_timeline(ch: JumpChunks, cpu: list[Any], gpu: list[Any],
+                        kinds: tuple[int, int, int, int], chunk: int = CHUNK
+                        ) -> tuple[list[Any], list[Any]]:
+    """The CPU (kind, start, end, step) and GPU (start, end, step) streams with every jump's rows
+    merged in where they were appended. The rows are made and written a chunk at a time, and each
+    stream array is dropped from its list once copied: the peak is the records and the merged
+    streams, nothing the size of all the jumps' rows besides."""
+    ex = _Expanded(ch, chunk)
+    rc = rg = 0
+    for j0, j1 in ex.chunks:  # how many rows each stream gains
+        it = ex.iterations(j0, j1)
+        rc += int(_cpu_keep(it).sum())
+        rg += int(np.count_nonzero(it["gpu"] > 0))
+    cpu_out = [np.empty(len(cpu[0]) + rc, dtype=c.dtype) for c in cpu]
+    gpu_out = [np.empty(len(gpu[0]) + rg, dtype=c.dtype) for c in gpu]
+    cpu_free, gpu_free = np.ones(len(cpu_out[0]), dtype=bool), np.ones(len(gpu_out[0]), dtype=bool)
+    rc = rg = 0
+    for j0, j1 in ex.chunks:
+        it = ex.iterations(j0, j1)
+        keep = _cpu_keep(it)
+        pos = _positions(it, keep.sum(axis=1), ex.meta[j0:j1, 0], rc)
+        cpu_free[pos] = False
+        for out, rows in zip(cpu_out, _cpu_rows(it, keep, kinds), strict=True):
+            out[pos] = rows
+        g = it["gpu"] > 0
+        gpos = _positions(it, g.astype(np.int64), ex.meta[j0:j1, 1], rg)
+        gpu_free[gpos] = False
+        for out, rows in zip(gpu_out, (it["start"][g], it["end"][g], it["step"][g]), strict=True):
+            out[gpos] = rows
+        rc, rg = rc + len(pos), rg + len(gpos)
+    _fill_stream(cpu_out, cpu_free, cpu)
+    _fill_stream(gpu_out, gpu_free, gpu)
+    return cpu_out, gpu_out
+
+
+def _fill_stream(out: list[Any], free: np.ndarray, stream: list[Any]) -> None:
+    """The stream's rows, in order, where no jump row went; each array dropped once copied."""
+    for j in range(len(stream)):
+        out[j][free] = stream[j]
+        stream[j] = None

@@ -10,7 +10,7 @@ import pandas as pd
 
 from .buffers import Column
 from .metrics import KIND_CODES, RESOURCES, STEP_FIELDS, TIMELINE_KINDS, MetricsRecorder, output_hash  # noqa: F401 (output_hash re-exported)
-from .metrics_jumps import fill_jump_steps, jump_timeline_rows, merge_at
+from .metrics_jumps import fill_jump_steps, merge_jump_timeline
 
 
 def requests_table(m: MetricsRecorder, targets: Sequence[int], rejected: set[str]) -> pd.DataFrame:
@@ -56,6 +56,8 @@ def requests_table(m: MetricsRecorder, targets: Sequence[int], rejected: set[str
 
 def steps_table(m: MetricsRecorder) -> pd.DataFrame:
     """One row per launched step; the columns are the recorder's buffers, not copies."""
+    if m.timeline_released:
+        raise RuntimeError("steps_table after timeline_table: the jumps' steps rows were released")
     s = m.steps
     views = {name: _view(s[name]) for name in STEP_FIELDS}
     fill_jump_steps(m.jumps, views)  # the jumps' rows were reserved, as zeros
@@ -88,16 +90,17 @@ def timeline_table(m: MetricsRecorder) -> pd.DataFrame:
 
     The two streams are each in time order already, so they are merged, not sorted, column by
     column, and the recorder's buffers are released as each is merged (a 1M-request run has ~20M
-    intervals): this consumes the recorder's timeline.
+    intervals): this consumes the recorder's timeline and its jumps (build steps_table first).
     """
-    cpu = [_view(a) for a in m.cpu_timeline]  # kind, start, end, step
-    gpu = [_view(a) for a in m.gpu_timeline]  # start, end, step
-    if len(m.jumps):  # the fast-forward jumps' intervals, where they were appended
-        k = KIND_CODES
-        jc, jc_at, jg, jg_at = jump_timeline_rows(
-            m.jumps, (k["schedule"], k["prepare_inputs"], k["d2h_copy"], k["update_from_output"]))
-        cpu, gpu = merge_at(cpu, jc, jc_at), merge_at(gpu, jg, jg_at)
+    cpu: list = [_view(a) for a in m.cpu_timeline]  # kind, start, end, step
+    gpu: list = [_view(a) for a in m.gpu_timeline]  # start, end, step
+    jumps = m.jumps
     m.release_timeline()  # the views keep the buffers alive only until merged
+    if len(jumps):  # the fast-forward jumps' intervals, where they were appended
+        k = KIND_CODES
+        cpu, gpu = merge_jump_timeline(jumps, cpu, gpu, (k["schedule"], k["prepare_inputs"],
+                                                         k["d2h_copy"], k["update_from_output"]))
+    del jumps  # the records, before the final merge copies the streams again
     cpu[1], cpu[0], cpu[2], cpu[3] = _in_start_order(cpu[1], [cpu[0], cpu[2], cpu[3]])
     gpu = _in_start_order(gpu[0], gpu[1:])
     n = len(cpu[1]) + len(gpu[0])
