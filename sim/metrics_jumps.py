@@ -20,7 +20,7 @@ from .buffers import Column
 FIELDS: Final = ("start", "gpu", "wait", "kv_usage")  # stored; the other times are derived
 META: Final = ("cpu_pos", "gpu_pos", "idx0", "k", "lag", "n", "n_last")
 COSTS: Final = ("s", "p", "d0", "u0", "d", "u", "s_last", "p_last", "poll0")
-CHUNK: Final = 1 << 16  # iterations expanded at a time
+CHUNK: Final = 1 << 13  # iterations expanded at a time (their temporaries stay in cache)
 
 
 class JumpChunks:
@@ -130,10 +130,19 @@ def _cpu_rows(it: dict[str, np.ndarray], keep: np.ndarray, kinds: tuple[int, int
     return [c[keep] for c in cand]
 
 
-def _positions(it: dict[str, np.ndarray], per_it: np.ndarray, at: np.ndarray, r0: int) -> np.ndarray:
+def _row_counts(ex: _Expanded) -> tuple[np.ndarray, np.ndarray]:
+    """Each jump's CPU rows, from its costs (steady phases k - 1 times, the first iteration's d2h
+    and update and the last's schedule and prepare once), and its GPU rows (forwards > 0)."""
+    c, k = ex.costs, ex.meta[:, 3]
+    steady = sum((c[:, COSTS.index(x)] > 0).astype(np.int64) for x in ("s", "p", "d", "u"))
+    once = sum((c[:, COSTS.index(x)] > 0).astype(np.int64) for x in ("s_last", "p_last", "d0", "u0"))
+    gpu = np.add.reduceat((ex.fields["gpu"] > 0).astype(np.int64), ex.first_it)  # k >= 1
+    return (k - 1) * steady + once, gpu
+
+
+def _positions(at: np.ndarray, counts: np.ndarray, r0: int) -> np.ndarray:
     """Merged-stream indices of a chunk's rows: each jump's rows go before the stream row `at`
-    (one per jump), after the r0 jump rows of earlier chunks (per_it: rows per iteration)."""
-    counts = np.add.reduceat(per_it, it["first_it"])  # every jump has an iteration
+    (one per jump), after the r0 jump rows of earlier chunks."""
     rows_at = np.repeat(at, counts)
     return rows_at + np.arange(r0, r0 + len(rows_at))
 
@@ -146,24 +155,19 @@ def merge_jump_timeline(ch: JumpChunks, cpu: list[Any], gpu: list[Any],
     stream array is dropped from its list once copied: the peak is the records and the merged
     streams, nothing the size of all the jumps' rows besides."""
     ex = _Expanded(ch, chunk)
-    rc = rg = 0
-    for j0, j1 in ex.chunks:  # how many rows each stream gains
-        it = ex.iterations(j0, j1)
-        rc += int(_cpu_keep(it).sum())
-        rg += int(np.count_nonzero(it["gpu"] > 0))
-    cpu_out = [np.empty(len(cpu[0]) + rc, dtype=c.dtype) for c in cpu]
-    gpu_out = [np.empty(len(gpu[0]) + rg, dtype=c.dtype) for c in gpu]
+    cpu_n, gpu_n = _row_counts(ex)
+    cpu_out = [np.empty(len(cpu[0]) + int(cpu_n.sum()), dtype=c.dtype) for c in cpu]
+    gpu_out = [np.empty(len(gpu[0]) + int(gpu_n.sum()), dtype=c.dtype) for c in gpu]
     cpu_free, gpu_free = np.ones(len(cpu_out[0]), dtype=bool), np.ones(len(gpu_out[0]), dtype=bool)
     rc = rg = 0
     for j0, j1 in ex.chunks:
         it = ex.iterations(j0, j1)
-        keep = _cpu_keep(it)
-        pos = _positions(it, keep.sum(axis=1), ex.meta[j0:j1, 0], rc)
+        pos = _positions(ex.meta[j0:j1, 0], cpu_n[j0:j1], rc)
         cpu_free[pos] = False
-        for out, rows in zip(cpu_out, _cpu_rows(it, keep, kinds), strict=True):
+        for out, rows in zip(cpu_out, _cpu_rows(it, _cpu_keep(it), kinds), strict=True):
             out[pos] = rows
         g = it["gpu"] > 0
-        gpos = _positions(it, g.astype(np.int64), ex.meta[j0:j1, 1], rg)
+        gpos = _positions(ex.meta[j0:j1, 1], gpu_n[j0:j1], rg)
         gpu_free[gpos] = False
         for out, rows in zip(gpu_out, (it["start"][g], it["end"][g], it["step"][g]), strict=True):
             out[gpos] = rows
