@@ -169,8 +169,8 @@ class FastForwardBase:
         # KV call depends on: C + i == m * bs (a new block; async: also a newly full block to
         # publish) and, sync only, C + i + 1 == m * bs (a newly full block). Between candidates
         # those quantities do not change while blocks and cached counts only grow, so the call
-        # would change nothing (the vLLM policies skip it by their inlined fast path, the others
-        # find nothing to allocate or publish).
+        # would change nothing (the vLLM policies skip it by their fast path, holds_new_tokens;
+        # the others find nothing to allocate or publish).
         # An async update publishes `done` = C + i blocks, which its own iteration's schedule has
         # already published (same boundary, schedule first): update events are never needed,
         # but for a request the last schedule leaves out (`_ff_skipped_update`).

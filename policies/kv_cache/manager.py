@@ -179,6 +179,18 @@ class KVCacheManager:
                 self.cache_blocks(request, total if total < n else n)
         return new_blocks
 
+    def holds_new_tokens(self, request_id: str, total: int, known: int) -> bool:
+        """append_slots would do nothing: the request's blocks already hold `total` tokens and no
+        new full block of its first `known` tokens is to be cached (schedule()'s fast path)."""
+        blocks = self.req_to_blocks.get(request_id)
+        bs = self.block_size
+        return (blocks is not None
+                and -(-(total if total < self.max_model_len else self.max_model_len) // bs)
+                <= len(blocks)
+                and (not self.enable_caching
+                     or (total if total < known else known) // bs
+                     <= self.num_cached_block.get(request_id, 0)))
+
     def append_slots(self, request: Request, num_new_tokens: int) -> bool:
         """Fast allocate_slots for a running request (no hits, no lookahead, no watermark).
 

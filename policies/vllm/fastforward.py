@@ -5,8 +5,8 @@ exactly one token and `update_from_output` finishes none. The simulator (`scheds
 asks `ff_running` whether the policy is in that steady state, `ff_horizon` how many iterations its
 own caps (max_tokens, max_model_len, free KV blocks) allow, and `ff_advance` to apply k iterations
 at once. The KV work is replayed (`schedsim.policies.fastforward`) through
-`KVCacheManager.append_slots` at exactly the iterations where the inlined fast path of
-`_schedule_running` would not apply.
+`KVCacheManager.append_slots` at exactly the iterations where the fast path of
+`_schedule_running` (`KVCacheManager.holds_new_tokens`) would not apply.
 
 Supported: `vllm` with one batch in flight and `vllm-async` with two (the engines' defaults).
 """
@@ -50,27 +50,19 @@ class FastForwardMixin(FastForwardBase, VllmState):
         """vLLM stops at max_tokens (the base _ff_max_new), read without a call per request."""
         return [r.max_tokens for r in reqs]
 
-    def _ff_kv_idle(self, rid: str, total: int, known: int) -> bool:
-        """_schedule_running's inlined fast-path test: the blocks already hold `total` tokens and
-        no new full block gets cached (no KV call)."""
-        kv = self.kv
-        bs = kv.block_size
-        return (-(-min(total, kv.max_model_len) // bs) <= len(kv.req_to_blocks[rid])
-                and (not kv.enable_caching or min(total, known) // bs
-                     <= kv.num_cached_block.get(rid, 0)))
-
     def _ff_first_kv(self, reqs: list[Request], cs: list[int], out0: list[int]) -> list[bool]:
         """The fast-path test of every request's first schedule, in one call."""
-        return [not self._ff_kv_idle(r.request_id, c + 1, r.prompt_len + n0)
+        holds = self.kv.holds_new_tokens
+        return [not holds(r.request_id, c + 1, r.prompt_len + n0)
                 for r, c, n0 in zip(reqs, cs, out0, strict=True)]
 
     def _ff_sched_kv(self, r: Request, total: int, known: int, out0: int, i: int,
                      toks: list[int]) -> bool:
-        """_schedule_running's inlined fast-path test, then append_slots where it does not apply."""
-        if self._ff_kv_idle(r.request_id, total, known):
-            return False  # the fast path: nothing to do
+        """_schedule_running's fast-path test, then append_slots where it does not apply."""
         kv = self.kv
         rid = r.request_id
+        if kv.holds_new_tokens(rid, total, known):
+            return False  # the fast path: nothing to do
         self._ff_set(r, out0, i, toks)
         r.num_computed_tokens = total - 1
         if not kv.append_slots(r, 1):

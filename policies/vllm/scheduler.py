@@ -78,10 +78,8 @@ class VllmScheduler(FastForwardMixin, LifecycleMixin, OutputMixin):  # compiled:
         num_scheduled, context, spec_out = st.num_scheduled, st.context, st.spec
         threshold = st.threshold
         token_budget, input_budget = st.token_budget, st.input_budget
-        # KV fast path (inlined KVCacheManager.append_slots when no block is needed and nothing
-        # new gets cached: most decode steps); every other case goes through append_slots.
-        blocks_of, cached_of = kv.req_to_blocks, kv.num_cached_block
-        caching, bs, kv_len = kv.enable_caching, kv.block_size, kv.max_model_len
+        # KV fast path (no append_slots when no block is needed and nothing new gets cached: most
+        # decode steps); every other case goes through append_slots.
         req_index = 0
         while req_index < len(running) and token_budget > 0:
             request = running[req_index]
@@ -107,11 +105,7 @@ class VllmScheduler(FastForwardMixin, LifecycleMixin, OutputMixin):  # compiled:
                 req_index += 1  # fully scheduled but not yet processed: let others run
                 continue
             rid = request.request_id
-            blocks = blocks_of.get(rid)
-            total = computed + num_new
-            if blocks is not None and -(-(total if total < kv_len else kv_len) // bs) <= len(blocks) \
-                    and (not caching or (total if total < num_tokens else num_tokens) // bs
-                         <= cached_of.get(rid, 0)):
+            if kv.holds_new_tokens(rid, computed + num_new, num_tokens):
                 pass  # the request's blocks already hold the new tokens
             elif not kv.append_slots(request, num_new):
                 st.token_budget, st.input_budget = token_budget, input_budget
