@@ -15,7 +15,7 @@ def commit_metrics(m: MetricsRecorder, reqs: list[Request], idx0: int, k: int, t
     steps rows are reserved and the jump recorded, both expanded with the tables
     (metrics_jumps); the token times are the live requests' own."""
     n = len(reqs)
-    cols = m.jump_step_columns
+    cols = m.step_columns
     assert len(cols[0]) == idx0, "steps must be reported in launch order"
     zeros: list[Any] = [0] * k
     for col in cols:

@@ -37,11 +37,6 @@ STEP_TYPES: Final = {"schedule_time": "d", "start": "d", "end": "d", "gpu_time":
               "deferred_sampling": "b"}
 
 
-# the steps columns a fast-forward jump fills with its own values, then those all zero in a jump
-JUMP_STEP_COLUMNS: Final = ("schedule_time", "start", "end", "gpu_time", "kv_usage", "num_running",
-                            "num_decode_reqs", "num_decode_tokens")
-JUMP_ZERO_COLUMNS: Final = ("num_prefill_reqs", "num_prefill_tokens", "num_spec_tokens", "num_waiting",
-                            "num_preempted", "num_paused", "num_finished", "deferred_sampling")
 COUNTERS: Final = ("num_preemptions", "num_pauses", "num_recomputed_tokens", "num_truncated_tokens")
 
 
@@ -84,8 +79,7 @@ class MetricsRecorder:
         requests = None if isinstance(workload, WorkloadColumns) else list(workload)
         self.columns: WorkloadColumns = (WorkloadColumns.from_requests(requests) if requests is not None
                                          else workload)  # type: ignore[assignment]
-        self.index: dict[str, int] = {}  # live requests only: request id -> workload row
-        self.stats: dict[str, LiveStats] = {}  # live requests only: their token counters
+        self.stats: dict[str, LiveStats] = {}  # live requests only: their workload row, counters
         self.live: dict[int, Request] = {}  # workload row -> its Request, until finished
         self.req = RequestBuffers(len(self.columns))
         self.itl_gaps = RunLengths()  # every inter-token gap, run-length encoded
@@ -99,8 +93,7 @@ class MetricsRecorder:
             "schedule_time", "start", "end", "gpu_time", "num_running", "num_waiting", "kv_usage",
             "num_preempted", "num_paused"))
         self._zero_at_schedule: tuple[Column, ...] = tuple(s[k] for k in ZERO_AT_SCHEDULE)
-        self.jump_step_columns: tuple[Column, ...] = tuple(
-            s[k] for k in JUMP_STEP_COLUMNS + JUMP_ZERO_COLUMNS)  # fastforward_commit's order
+        self.step_columns: tuple[Column, ...] = tuple(s.values())  # a jump reserves rows in each
         # two streams, each in time order as appended (merged into one table at the end):
         # CPU phases: kind code (TIMELINE_KINDS), start, end, step (21 bytes a row); GPU forwards
         self.cpu_timeline: tuple[Column, Column, Column, Column] = (
@@ -120,7 +113,6 @@ class MetricsRecorder:
 
     def admit(self, i: int, request: Request) -> None:
         """Workload row i's Request now exists (built on arrival); followed until it finishes."""
-        self.index[request.request_id] = i
         self.stats[request.request_id] = LiveStats(i)
         self.live[i] = request
 
@@ -155,7 +147,7 @@ class MetricsRecorder:
 
     # ---- engine observer ----
     def on_add(self, request: Request) -> None:
-        self.hol.added(self.index[request.request_id])
+        self.hol.added(self.stats[request.request_id].row)
 
     def on_schedule(self, step: int, plan: StepPlan) -> None:
         now = self.clock()
@@ -209,15 +201,16 @@ class MetricsRecorder:
     def on_jump_finishes(self, step: int, outputs: list[RequestOutput], now: float) -> None:
         """Finishes in a fast-forward jump's last update (their tokens are already committed)."""
         for out in outputs:
-            self._finish(self.index[out.request_id], out.request_id, finish_name(out.finish_reason), now)
+            self._finish(self.stats[out.request_id].row, out.request_id, finish_name(out.finish_reason),
+                         now)
         self.steps["num_finished"][step] += len(outputs)
 
     def on_abort(self, requests: list[Request]) -> None:
         now = self.clock()
         for req in requests:
-            i = self.index.get(req.request_id)
-            if i is not None:  # else: finished (and dropped) before
-                self._finish(i, req.request_id, "abort", now)
+            st = self.stats.get(req.request_id)
+            if st is not None:  # else: finished (and dropped) before
+                self._finish(st.row, req.request_id, "abort", now)
 
     # ---- helpers ----
     def _finish(self, i: int, rid: str, reason: str, now: float) -> None:
@@ -246,7 +239,7 @@ class MetricsRecorder:
         c["num_pauses"][i] = req.num_pauses
         c["num_recomputed_tokens"][i] = req.num_recomputed_tokens
         c["num_truncated_tokens"][i] = req.num_truncated_tokens
-        del self.live[i], self.index[req.request_id]
+        del self.live[i]
 
     def finalize(self) -> None:
         """At the end of the run: take the outputs and counters of requests still unfinished."""
@@ -270,9 +263,9 @@ class MetricsRecorder:
 
     def _first_schedules(self, plan: StepPlan, now: float) -> None:
         """First-scheduled times and prefix-cache hits of newly admitted requests."""
-        b, index = self.req, self.index
+        b, stats = self.req, self.stats
         for rid in plan.new_req_ids:
-            i = index[rid]
+            i = stats[rid].row
             if b.first_sched[i] != b.first_sched[i]:  # NaN
                 b.first_sched[i] = now
                 b.cached[i] = plan.context_lens.get(rid, 0)

@@ -148,7 +148,7 @@ class SimWorld:
     def _drive(self) -> Any:
         """Feed the engine generator the answers to its waits."""
         gen, phase_time, until = self.engine.run(), self.cpu_model.phase_time, self.until
-        record = _interval_appenders(self.metrics)
+        record = _cpu_timeline_columns(self.metrics)
         value: Any = None
         while True:
             try:
@@ -231,7 +231,7 @@ class SimWorld:
         return fast_forward(self)
 
 
-def _interval_appenders(metrics: MetricsRecorder | None) -> tuple[Column, Column, Column, Column] | None:
+def _cpu_timeline_columns(metrics: MetricsRecorder | None) -> tuple[Column, Column, Column, Column] | None:
     """The recorder's CPU timeline columns (None without a recorder)."""
     if metrics is None:
         return None

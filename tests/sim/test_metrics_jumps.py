@@ -114,10 +114,9 @@ def test_jump_steps_rows_in_any_chunking(chunk: int) -> None:
 
 def test_steps_table_needs_the_jumps() -> None:
     """The timeline table releases the jumps' records: the steps table after it is an error."""
-    from schedsim.metrics_tables import steps_table, timeline_table
+    from schedsim.metrics_tables import steps_table
 
     class _Rec:
         timeline_released = True
     with pytest.raises(RuntimeError, match="after timeline_table"):
         steps_table(_Rec())  # type: ignore[arg-type]
-    assert timeline_table.__doc__ and "steps_table first" in timeline_table.__doc__
