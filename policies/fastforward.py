@@ -75,9 +75,10 @@ class FastForwardBase:
         k = limit
         fin = 0 if self._ff_finishes else -1  # may the last update reach the output cap?
         caps = self._ff_max_new_all(reqs)
-        for r, cap in zip(reqs, caps, strict=True):
+        for j in range(len(reqs)):  # (compiled, an indexed loop beats zip)
+            r = reqs[j]
             out = len(r.output_token_ids)
-            k = min(k, cap - out + fin)
+            k = min(k, caps[j] - out + fin)
             k = min(k, max_model_len - r.prompt_len - out - 1)
         if k <= 0:
             return 0
@@ -138,8 +139,9 @@ class FastForwardBase:
         out0 = [len(r.output_token_ids) for r in reqs]
         usage_after = self._ff_replay_kv(reqs, k, tokens, out0, skipped)
         lag = self._ff_lag
-        for r, toks, n0 in zip(reqs, tokens, out0, strict=True):
-            r.output_token_ids.extend(toks[len(r.output_token_ids) - n0:])  # the replay added some
+        for j in range(len(reqs)):
+            r = reqs[j]
+            r.output_token_ids.extend(tokens[j][len(r.output_token_ids) - out0[j]:])  # the replay added some
             r.num_computed_tokens = r.prompt_len + len(r.output_token_ids) - 1 + lag
             r.num_in_flight_tokens = lag  # a prefill chunk in flight at the start has landed
             r.is_prefill_chunk = False
@@ -199,9 +201,9 @@ class FastForwardBase:
         free_at: list[int] = []  # iterations whose schedule changed the free count, in order
         free_after: list[int] = []  # the free blocks after it
         fenced = getattr(self.config, "defer_block_free", False)
-        sched_kv = self._ff_sched_kv
         for e in events:
-            i, slot = divmod(e, width)
+            i = e // width  # (compiled: native, where divmod is a generic call)
+            slot = e - i * width
             if slot == 0:
                 if fenced:
                     kv.end_step()  # the first update: releases what it fences
@@ -211,7 +213,7 @@ class FastForwardBase:
             idx = slot - 1
             r, c, n0 = reqs[idx], cs[idx], out0[idx]
             # known tokens at this schedule: i outputs delivered since the stretch began
-            if sched_kv(r, c + i + 1, r.prompt_len + n0 + i, n0, i, tokens[idx]):
+            if self._ff_sched_kv(r, c + i + 1, r.prompt_len + n0 + i, n0, i, tokens[idx]):
                 free_at.append(i)
                 free_after.append(kv.num_free_blocks)
         return self._usage_per_step(k, free0, free_at, free_after)

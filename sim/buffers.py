@@ -42,6 +42,17 @@ class Column:
         if len(pending) >= FLUSH:
             self.flush()
 
+    def pad(self, zeros: bytes) -> None:
+        """Zeros at the end (len(zeros) // itemsize of them), with no value objects: the few
+        pending values go into the array one by one first (cheaper than packing so few)."""
+        data = self.data
+        pending = self.pending
+        if pending:
+            for x in pending:
+                data.append(x)
+            pending.clear()
+        data.frombytes(zeros)
+
     def flush(self) -> None:
         """Pack the pending values into the array."""
         pending = self.pending

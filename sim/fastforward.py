@@ -139,9 +139,10 @@ def _apply(world: Any, reqs: list[Request], prev: InFlight | None, k: int, times
         fresh = oracle.token_rows(reqs, [o + 1 for o in out0], k)
         first = prev[0].result.sampled_token_ids
         delivered = []
-        for r, row in zip(reqs, fresh, strict=True):
+        for j in range(len(reqs)):  # (compiled, an indexed loop beats zip)
+            row = fresh[j]
             in_flight.append(row.pop())
-            row.insert(0, first[r.request_id][0])
+            row.insert(0, first[reqs[j].request_id][0])
             delivered.append(row)
     nxt = executor._next
     for rid in policy.finished_req_ids:  # the first plan reports them: the worker forgets them
@@ -161,7 +162,7 @@ def _apply(world: Any, reqs: list[Request], prev: InFlight | None, k: int, times
         if skipped:
             left_out = {id(r) for r in skipped}
             kept = [r for r in reqs if id(r) not in left_out]
-            kept_toks = [t for r, t in zip(reqs, in_flight, strict=True) if id(r) not in left_out]
+            kept_toks = [in_flight[j] for j in range(len(reqs)) if id(reqs[j]) not in left_out]
         engine._queue.clear()
         engine._queue.appendleft(_in_flight_step(policy, kept, kept_toks, idx0 + k - 1, times))
     if world.metrics is not None:
@@ -193,8 +194,8 @@ def _in_flight_step(policy: Any, kept: list[Request], toks: list[int], idx: int,
     the requests it scheduled and the token each samples."""
     plan: StepPlan = policy.ff_plan(kept)
     sampled: dict[str, list[int]] = {}
-    for r, t in zip(kept, toks, strict=True):
-        sampled[r.request_id] = [t]
+    for j in range(len(kept)):
+        sampled[kept[j].request_id] = [toks[j]]
     result = StepResult(step_id=plan.step_id, sampled_token_ids=sampled)
     n = len(kept)
     h = SimStep(idx, plan, result, times.gpu[-1], num_decode_reqs=n, num_decode_tokens=n)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from .fastforward_timeline import StretchTimes
 from .metrics import MetricsRecorder
 from .policies import Request
@@ -17,9 +15,10 @@ def commit_metrics(m: MetricsRecorder, reqs: list[Request], idx0: int, k: int, t
     n = len(reqs)
     cols = m.step_columns
     assert len(cols[0]) == idx0, "steps must be reported in launch order"
-    zeros: list[Any] = [0] * k
+    z4, z8 = bytes(4 * k), bytes(8 * k)  # k zeros of the columns' item sizes
     for col in cols:
-        col.extend(zeros)
+        size = col.data.itemsize
+        col.pad(z8 if size == 8 else z4 if size == 4 else bytes(size * k))
     n_last = t.last_n if t.last_n >= 0 else n  # the last schedule may leave some out
     m.jumps.add([len(m.cpu_timeline[1]), len(m.gpu_timeline[0]), idx0, k, 1 if is_async else 0,
                  n, n_last], [t.s, t.p, t.d0, t.u0, t.d, t.u, t.s_last, t.p_last, t.poll[0]],

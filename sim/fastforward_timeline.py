@@ -9,10 +9,10 @@ take an input, whose mid-iteration poll would take an abort, or whose wait ends 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import Any
 
 from .latency.base import StepShape
+from .latency.roofline import RooflineModel
 from .policies import Request
 
 
@@ -102,10 +102,10 @@ def timeline(world: Any, reqs: list[Request], prev: Any, limit: int) -> StretchT
     c: float = world.cpu_now
     gpu_free: float = world.gpu_free
     prev_end: float = prev[0].end if prev is not None else math.nan
-    step_time = decode_times(world.executor.latency_model, [r.num_computed_tokens for r in reqs])
+    step_time = DecodeTimes(world.executor.latency_model, [r.num_computed_tokens for r in reqs])
     for i in range(limit):
         if not _iteration(bounds, t, c, gpu_free, prev_end, s, p, d0 if i == 0 else d,
-                          u0 if i == 0 else u, step_time(i)):
+                          u0 if i == 0 else u, step_time.at(i)):
             break
         gpu_free = prev_end = t.end[i]
         c = t.update[i]
@@ -129,7 +129,7 @@ def retime_last(world: Any, prev: Any, t: StretchTimes, kept: list[Request]) -> 
     t.pop()
     if not kept:
         return False
-    g = decode_times(world.executor.latency_model, [r.num_computed_tokens for r in kept])(i)
+    g = DecodeTimes(world.executor.latency_model, [r.num_computed_tokens for r in kept]).at(i)
     if not _iteration(_Bounds(world, prev is None), t, c, gpu_free, prev_end, s, p,
                       t.d0 if i == 0 else t.d, t.u0 if i == 0 else t.u, g):
         return False
@@ -137,15 +137,25 @@ def retime_last(world: Any, prev: Any, t: StretchTimes, kept: list[Request]) -> 
     return True
 
 
-def decode_times(model: Any, ctx0: list[int]) -> Callable[[int], float]:
-    """i -> GPU time of the stretch's i-th step (every context one longer per step)."""
-    n, ctx_sum = len(ctx0), sum(ctx0)
-    closed = getattr(model, "decode_step_time", None)
-    if closed is not None:
-        return lambda i: float(closed(n, ctx_sum + n * i))
-    shape = StepShape()
+class DecodeTimes:
+    """i -> GPU time of the stretch's i-th step (every context one longer per step): the model's
+    closed form where it has one (a native call for the roofline), else step_time on the shape."""
 
-    def by_shape(i: int) -> float:
-        shape.decodes = [(x + i, 0) for x in ctx0]
-        return float(model.step_time(shape))
-    return by_shape
+    def __init__(self, model: Any, ctx0: list[int]) -> None:
+        self.n = len(ctx0)
+        self.ctx_sum = sum(ctx0)
+        self.ctx0 = ctx0
+        self.model = model
+        self.roofline: RooflineModel | None = model if isinstance(model, RooflineModel) else None
+        self.closed: Any = getattr(model, "decode_step_time", None)
+        self.shape = StepShape()
+
+    def at(self, i: int) -> float:
+        """The i-th step's time (the very float the executor's step_time gives that shape)."""
+        roofline = self.roofline
+        if roofline is not None:
+            return roofline.decode_step_time(self.n, self.ctx_sum + self.n * i)
+        if self.closed is not None:
+            return float(self.closed(self.n, self.ctx_sum + self.n * i))
+        self.shape.decodes = [(x + i, 0) for x in self.ctx0]
+        return float(self.model.step_time(self.shape))

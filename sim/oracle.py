@@ -15,7 +15,7 @@ Rules (the same as the conformance fake model, issue 2 section 7):
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from typing import Any, Final
 
 import numpy as np
@@ -125,7 +125,7 @@ class WorkloadOracle:
         """`token` at positions first .. first + count - 1, the same formula as one list (jumps)."""
         return self.token_rows([req], [first], count)[0]
 
-    def token_rows(self, reqs: Sequence[Request], firsts: Sequence[int], count: int) -> list[list[int]]:
+    def token_rows(self, reqs: list[Request], firsts: list[int], count: int) -> list[list[int]]:
         """`tokens` of many requests at once (a uint64 grid, which wraps as MASK64 does, when large)."""
         info, span = self._info, self._span
         rows: list[list[int]]
@@ -133,8 +133,9 @@ class WorkloadOracle:
             rows = []
             span64: i64 = span
             ids = self._ids
-            for r, f in zip(reqs, firsts, strict=True):
-                key: i64 = info[r.request_id][0]  # converted once, not per token
+            for j in range(len(reqs)):  # (compiled, an indexed loop beats zip)
+                f = firsts[j]
+                key: i64 = info[reqs[j].request_id][0]  # converted once, not per token
                 row: list[Any] = []
                 for j in range(f, f + count):
                     row.append(ids[synthetic_token(key, j, span64)])
@@ -148,7 +149,8 @@ class WorkloadOracle:
             grid %= np.uint64(span)
             grid += _U3
             rows = grid.tolist()
-        for req, first, row in zip(reqs, firsts, rows, strict=True):
+        for j in range(len(reqs)):
+            req, first, row = reqs[j], firsts[j], rows[j]
             eos, stops = req.eos_token_id, req.stop_token_ids
             # synthetic ids are >= 3: an EOS id below cannot be among them (no scan)
             if (eos is not None and eos >= 3 and eos in row) or (

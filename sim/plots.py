@@ -20,7 +20,7 @@ def _save(fig: Figure, path: Path | None) -> Figure:
     """Write the figure if a path is given; always hand it back (notebooks display it)."""
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=110, bbox_inches="tight")
+        fig.savefig(path, dpi=110)  # the constrained layout already fits the figure
     return fig
 
 

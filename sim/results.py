@@ -37,7 +37,7 @@ REQUEST_COLUMNS: dict[str, str] = {
     "num_truncated_tokens": "tokens trimmed after a stop",
     "hol_blocking_time": "s waiting while a request ahead of it in the queue blocked admission "
                          "and it itself would have fit in the leftover budget, seats and KV blocks",
-    "output_hash": "CRC32 of the output token ids (compare runs: equal hash, equal tokens)",
+    "output_hash": "62-bit polynomial hash of the output token ids (compare runs: equal hash, equal tokens)",
 }
 
 # One row per launched step (batch), in launch order. Times and kv_usage are float64, counts

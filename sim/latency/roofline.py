@@ -85,6 +85,11 @@ class RooflineModel:
         self._attn_flop = 4.0 * self._q
         self._kv_byte = 2.0 * self._kv * d
         self._q_byte = 2.0 * self._q * d
+        # the decode path's factors as native fields (config and model are frozen dataclasses,
+        # read generically by compiled code); the same products the formulas form
+        self._attn_rate = self._flops * c.attn_compute_eff
+        self._attn_bw = self._bw * c.attn_memory_eff
+        self._layers: int = model.num_layers
         self._dense_cache: dict[int, float] = {}
         self._head_cache: dict[int, float] = {}
 
@@ -210,9 +215,8 @@ class RooflineModel:
 
     def _attention_time(self, flops: float, nbytes: float) -> float:
         """One layer's decode attention: the slower of compute and memory, plus a fixed overhead."""
-        c = self.config
-        return max(flops / (self._flops * c.attn_compute_eff),
-                   nbytes / (self._bw * c.attn_memory_eff)) + self._attn_ovh
+        a, b = flops / self._attn_rate, nbytes / self._attn_bw
+        return (b if b > a else a) + self._attn_ovh  # max(a, b), without a generic call
 
     def plain_decode_attention(self, num_decodes: int, ctx_sum: int) -> float:
         """One layer's attention of plain decodes (no drafts) from their count and context sum."""
@@ -226,7 +230,7 @@ class RooflineModel:
         step_time routes such shapes here, so the fast-forward gets the very same float.
         """
         attn = self.plain_decode_attention(num_decodes, ctx_sum)
-        return self.dense_time(num_decodes) + self.model.num_layers * attn + self.head_time(num_decodes)
+        return self.dense_time(num_decodes) + self._layers * attn + self.head_time(num_decodes)
 
     # ---- whole step -----------------------------------------------------------------------
     def dense_time(self, tokens: int) -> float:

@@ -47,6 +47,19 @@ def test_run_tables_follow_the_documented_schema(run_dir: Path) -> None:
     assert set(timeline["resource"]) == {"cpu", "gpu"}
 
 
+def test_tables_keep_their_dtypes_and_code_only_the_labels(run_dir: Path) -> None:
+    import pyarrow.parquet as pq
+
+    timeline = pd.read_parquet(run_dir / "timeline.parquet")
+    assert isinstance(timeline["kind"].dtype, pd.CategoricalDtype)
+    assert str(timeline["step"].dtype) == "int32" and str(timeline["start"].dtype) == "float64"
+    meta = pq.ParquetFile(run_dir / "timeline.parquet").metadata.row_group(0)
+    encodings = {meta.column(j).path_in_schema: meta.column(j).encodings
+                 for j in range(meta.num_columns)}
+    assert any("DICTIONARY" in e for e in encodings["kind"])  # labels: small codes
+    assert not any("DICTIONARY" in e for e in encodings["start"])  # numbers: plain
+
+
 def test_summary_has_required_keys_and_defaults(run_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     summary = json.loads((run_dir / "summary.json").read_text())
     missing = [k for k in REQUIRED_SUMMARY if k not in summary]
