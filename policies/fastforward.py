@@ -191,11 +191,16 @@ class FastForwardBase:
             stop = k - 1 if id(reqs[idx]) in left_out else k
             if stop > 0 and first[idx]:
                 events.append(idx + 1)
-            for i in range((-c) % bs or bs, stop, bs):
+            # (while loops: compiled, a range with a variable step is a generic object)
+            i = (-c) % bs or bs
+            while i < stop:
                 events.append(i * width + idx + 1)
+                i += bs
             if not lag:
-                for i in range((-c - 1) % bs or bs, stop, bs):
+                i = (-c - 1) % bs or bs
+                while i < stop:
                     events.append(i * width + idx + 1)
+                    i += bs
         events.sort()
         free0 = kv.num_free_blocks
         free_at: list[int] = []  # iterations whose schedule changed the free count, in order

@@ -21,11 +21,12 @@ FLUSH: Final = 8192  # values held as Python objects before they are packed
 class Column:
     """A typed column (array typecode) filled by append/extend, read as an array at the end."""
 
-    __slots__ = ("typecode", "data", "pending")
+    __slots__ = ("typecode", "itemsize", "data", "pending")
 
     def __init__(self, typecode: str) -> None:
         self.typecode = typecode
         self.data = array(typecode)
+        self.itemsize: int = self.data.itemsize  # (a native field: the array's is a generic read)
         self.pending: list[Any] = []
 
     def append(self, x: Any) -> None:

@@ -93,7 +93,8 @@ def _executor_horizon(world: Any, reqs: list[Request], prev: InFlight | None) ->
     scheduled: dict[str, int] = {}
     sampled: dict[str, list[int]] | None = None
     if prev is not None:
-        plan, result = prev[1], prev[0].result
+        handle: SimStep = prev[0]  # (typed: native field reads below)
+        plan, result = prev[1], handle.result
         scheduled = plan.num_scheduled_tokens
         if result.failed_kv_load_ids or plan.spec_decode_tokens or result.draft_token_ids:
             return 0
@@ -137,7 +138,8 @@ def _apply(world: Any, reqs: list[Request], prev: InFlight | None, k: int, times
         delivered = oracle.token_rows(reqs, out0, k)
     else:  # async: position `out` is the in-flight step's; the last launch stays in flight
         fresh = oracle.token_rows(reqs, [o + 1 for o in out0], k)
-        first = prev[0].result.sampled_token_ids
+        handle: SimStep = prev[0]
+        first = handle.result.sampled_token_ids
         delivered = []
         for j in range(len(reqs)):  # (compiled, an indexed loop beats zip)
             row = fresh[j]
@@ -193,7 +195,7 @@ def _in_flight_step(policy: Any, kept: list[Request], toks: list[int], idx: int,
     """The batch queue's entry for the stretch's last launch (async), as a real launch builds it:
     the requests it scheduled and the token each samples."""
     plan: StepPlan = policy.ff_plan(kept)
-    sampled: dict[str, list[int]] = {}
+    sampled: dict[str, list[int]] = dict.fromkeys(plan.num_scheduled_tokens, [])  # presized
     for j in range(len(kept)):
         sampled[kept[j].request_id] = [toks[j]]
     result = StepResult(step_id=plan.step_id, sampled_token_ids=sampled)

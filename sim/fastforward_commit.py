@@ -17,7 +17,7 @@ def commit_metrics(m: MetricsRecorder, reqs: list[Request], idx0: int, k: int, t
     assert len(cols[0]) == idx0, "steps must be reported in launch order"
     z4, z8 = bytes(4 * k), bytes(8 * k)  # k zeros of the columns' item sizes
     for col in cols:
-        size = col.data.itemsize
+        size = col.itemsize
         col.pad(z8 if size == 8 else z4 if size == 4 else bytes(size * k))
     n_last = t.last_n if t.last_n >= 0 else n  # the last schedule may leave some out
     m.jumps.add([len(m.cpu_timeline[1]), len(m.gpu_timeline[0]), idx0, k, 1 if is_async else 0,
