@@ -48,6 +48,7 @@ COMPILED_MODULES = (
     "schedsim.engine",
     "schedsim.metrics_hol",
     "schedsim.metrics_jumps",
+    "schedsim.metrics_rows",
     "schedsim.metrics",
     "schedsim.fastforward_timeline",
     "schedsim.fastforward_commit",

@@ -21,12 +21,11 @@ FLUSH: Final = 8192  # values held as Python objects before they are packed
 class Column:
     """A typed column (array typecode) filled by append/extend, read as an array at the end."""
 
-    __slots__ = ("typecode", "itemsize", "data", "pending")
+    __slots__ = ("typecode", "data", "pending")
 
     def __init__(self, typecode: str) -> None:
         self.typecode = typecode
         self.data = array(typecode)
-        self.itemsize: int = self.data.itemsize  # (a native field: the array's is a generic read)
         self.pending: list[Any] = []
 
     def append(self, x: Any) -> None:
@@ -42,17 +41,6 @@ class Column:
         pending.extend(xs)
         if len(pending) >= FLUSH:
             self.flush()
-
-    def pad(self, zeros: bytes) -> None:
-        """Zeros at the end (len(zeros) // itemsize of them), with no value objects: the few
-        pending values go into the array one by one first (cheaper than packing so few)."""
-        data = self.data
-        pending = self.pending
-        if pending:
-            for x in pending:
-                data.append(x)
-            pending.clear()
-        data.frombytes(zeros)
 
     def flush(self) -> None:
         """Pack the pending values into the array."""

@@ -10,15 +10,11 @@ from .policies import Request
 def commit_metrics(m: MetricsRecorder, reqs: list[Request], idx0: int, k: int, t: StretchTimes,
                    usage: list[float], is_async: bool) -> None:
     """Steps rows, timeline intervals and per-request token times of k steady iterations: the
-    steps rows are reserved and the jump recorded, both expanded with the tables
-    (metrics_jumps); the token times are the live requests' own."""
+    jump is recorded (its steps rows placed by metrics_rows, both expanded with the tables by
+    metrics_jumps); the token times are the live requests' own."""
     n = len(reqs)
-    cols = m.step_columns
-    assert len(cols[0]) == idx0, "steps must be reported in launch order"
-    z4, z8 = bytes(4 * k), bytes(8 * k)  # k zeros of the columns' item sizes
-    for col in cols:
-        size = col.itemsize
-        col.pad(z8 if size == 8 else z4 if size == 4 else bytes(size * k))
+    assert len(m.steps["schedule_time"]) + m.rows.jumped == idx0, "steps reported in launch order"
+    m.rows.add_jump(idx0, k)
     n_last = t.last_n if t.last_n >= 0 else n  # the last schedule may leave some out
     m.jumps.add([len(m.cpu_timeline[1]), len(m.gpu_timeline[0]), idx0, k, 1 if is_async else 0,
                  n, n_last], [t.s, t.p, t.d0, t.u0, t.d, t.u, t.s_last, t.p_last, t.poll[0]],

@@ -13,6 +13,7 @@ from mypy_extensions import i64
 from .buffers import Column
 from .metrics_hol import HeadOfLineTracker
 from .metrics_jumps import JumpChunks
+from .metrics_rows import StepRows
 from .policies import Policy, Request, RequestOutput, RequestStatus, StepPlan, StepResult
 from .runlength import RunLengths
 from .workload import WorkloadColumns
@@ -97,13 +98,13 @@ class MetricsRecorder:
             "schedule_time", "start", "end", "gpu_time", "num_running", "num_waiting", "kv_usage",
             "num_preempted", "num_paused"))
         self._zero_at_schedule: tuple[Column, ...] = tuple(s[k] for k in ZERO_AT_SCHEDULE)
-        self.step_columns: tuple[Column, ...] = tuple(s.values())  # a jump reserves rows in each
+        self.rows = StepRows()  # the columns hold the ordinary steps' rows; jumps are recorded
         # two streams, each in time order as appended (merged into one table at the end):
         # CPU phases: kind code (TIMELINE_KINDS), start, end, step (21 bytes a row); GPU forwards
         self.cpu_timeline: tuple[Column, Column, Column, Column] = (
             Column("b"), Column("d"), Column("d"), Column("i"))
         self.gpu_timeline: tuple[Column, Column, Column] = (Column("d"), Column("d"), Column("i"))
-        # fast-forward jumps: their steps rows are reserved (zeros), their intervals not appended:
+        # fast-forward jumps: neither their steps rows (`rows`) nor their intervals are appended:
         # both are expanded from these records when the tables are built (metrics_jumps)
         self.jumps = JumpChunks()
         self.timeline_released = False
@@ -143,7 +144,10 @@ class MetricsRecorder:
 
     def on_step_done(self, h: Any) -> None:
         """A launched step finished on the GPU: its composition and times (h is a SimStep)."""
-        s, i = self.steps, h.step
+        s, i = self.steps, self.rows.row(h.step)
+        if i < 0:  # a jump's step (its row is built with the tables)
+            self.rows.write_done(h)
+            return
         s["start"][i], s["end"][i], s["gpu_time"][i] = h.start, h.end, h.gpu_time
         s["num_prefill_reqs"][i], s["num_decode_reqs"][i] = h.num_prefill_reqs, h.num_decode_reqs
         s["num_prefill_tokens"][i], s["num_decode_tokens"][i] = h.num_prefill_tokens, h.num_decode_tokens
@@ -157,7 +161,8 @@ class MetricsRecorder:
         now = self.clock()
         running, waiting = self.policy.get_request_counts()
         kv = self.policy.kv_usage()
-        assert len(self.steps["schedule_time"]) == step, "steps must be reported in launch order"
+        assert len(self.steps["schedule_time"]) + self.rows.jumped == step, \
+            "steps must be reported in launch order"
         sched, start, end, gpu, n_run, n_wait, kv_use, n_pre, n_pause = self._at_schedule
         sched.append(now)
         start.append(NAN)
@@ -200,14 +205,22 @@ class MetricsRecorder:
                 finished += 1
                 self._finish(st.row, out.request_id, finish_name(out.finish_reason), now)
         if finished:
-            self.steps["num_finished"][step] += finished
+            self._add_finished(step, finished)
 
     def on_jump_finishes(self, step: int, outputs: list[RequestOutput], now: float) -> None:
         """Finishes in a fast-forward jump's last update (their tokens are already committed)."""
         for out in outputs:
             self._finish(self.stats[out.request_id].row, out.request_id, finish_name(out.finish_reason),
                          now)
-        self.steps["num_finished"][step] += len(outputs)
+        self._add_finished(step, len(outputs))
+
+    def _add_finished(self, step: int, n: int) -> None:
+        """Requests that finished in the step's update."""
+        i = self.rows.row(step)
+        if i < 0:
+            self.rows.write(step, "num_finished", n, True)
+        else:
+            self.steps["num_finished"][i] += n
 
     def on_abort(self, requests: list[Request]) -> None:
         now = self.clock()

@@ -5,8 +5,9 @@ iteration times (StretchTimes), its phase costs and its batch. Writing them row 
 more than the rest of the jump; instead the recorder keeps, per jump, where its rows go (its
 position in each timeline stream and its first step), its costs, batch and first poll, and the
 times the others follow from (a column per field, 4 floats an iteration); the table builders
-expand the jumps with numpy, a chunk at a time: `fill_jump_steps` (the jump reserved its steps
-rows, zeros until then) and `merge_jump_timeline` (into the streams where they were appended).
+expand the jumps with numpy, a chunk at a time: `fill_jump_steps` (into the jumps' steps rows,
+zeros until then: metrics_rows) and `merge_jump_timeline` (into the streams where they were
+appended).
 """
 
 from __future__ import annotations

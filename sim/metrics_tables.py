@@ -59,8 +59,8 @@ def steps_table(m: MetricsRecorder) -> pd.DataFrame:
     if m.timeline_released:
         raise RuntimeError("steps_table after timeline_table: the jumps' steps rows were released")
     s = m.steps
-    views = {name: _view(s[name]) for name in STEP_FIELDS}
-    fill_jump_steps(m.jumps, views)  # the jumps' rows were reserved, as zeros
+    views = m.rows.place({name: _view(s[name]) for name in STEP_FIELDS})  # jumps' rows: zeros
+    fill_jump_steps(m.jumps, views)
     cols: dict[str, object] = {"step": np.arange(len(views["schedule_time"]), dtype=np.int32)}
     for name in STEP_FIELDS:
         col = views[name]

@@ -1,5 +1,4 @@
-"""buffers.Column against a plain list: appends, extends, zero pads and random access across its
-flushes.
+"""buffers.Column against a plain list: appends, extends and random access across its flushes.
 
 Every recorder table is a Column, and the fast-forward and compiled-vs-pure comparisons run
 Columns on both sides: this is the test that compares one with the semantics it stands for.
@@ -16,7 +15,6 @@ from schedsim.buffers import FLUSH, Column
 _OPS = st.lists(st.one_of(
     st.tuples(st.just("append"), st.integers(-1000, 1000)),
     st.tuples(st.just("extend"), st.integers(0, FLUSH + 5)),  # may cross a flush
-    st.tuples(st.just("pad"), st.integers(0, 40)),  # a jump's reserved rows
     st.tuples(st.just("set"), st.integers(-(1 << 30), 1 << 30)),
     st.tuples(st.just("get"), st.integers(-(1 << 30), 1 << 30))), max_size=12)
 
@@ -29,9 +27,6 @@ def test_column_behaves_as_a_list(ops: list[tuple[str, int]]) -> None:
         if op == "append":
             col.append(x)
             ref.append(x)
-        elif op == "pad":
-            col.pad(bytes(8 * x))
-            ref.extend([0] * x)
         elif op == "extend":
             values = [len(ref) + j for j in range(x)]
             col.extend(values)
@@ -47,11 +42,3 @@ def test_column_behaves_as_a_list(ops: list[tuple[str, int]]) -> None:
     assert col.array() == array("q", ref)
     assert len(col.pending) == 0  # read: every value packed
 
-
-def test_pad_keeps_pending_values_before_the_zeros() -> None:
-    col = Column("d")
-    col.append(1.5)
-    col.pad(bytes(8 * 3))
-    col.append(2.5)
-    assert col.data.tolist() == [1.5, 0.0, 0.0, 0.0]  # the pending value went in first
-    assert col.array().tolist() == [1.5, 0.0, 0.0, 0.0, 2.5]

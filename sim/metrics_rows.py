@@ -1,0 +1,94 @@
+"""Which steps rows the recorder's columns hold: the ordinary steps', not the jumps'.
+
+A fast-forward jump of k iterations has k steps rows, every field of which follows from its
+record (metrics_jumps). Reserving them in each of the sixteen steps columns cost more than the
+rest of the jump's metrics, so the columns hold only the ordinary steps' rows and `steps_table`
+places both kinds. The few writes an ordinary code path makes to a jump's row (the engine's
+update of a jump's last, in-flight step, which can finish requests; a jump's own last-update
+finishes) are kept aside and applied as they were made before: onto the zeros, ahead of the
+jump's own fields.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import Any
+
+import numpy as np
+
+from .buffers import Column
+
+
+class StepRows:
+    """Step index -> row of the steps columns, and the writes into jumps' rows."""
+
+    def __init__(self) -> None:
+        self.jumped = 0  # steps jumped so far
+        self.end = 0  # the step after the last jump: later steps are at step - jumped
+        self.firsts = Column("q")  # each jump's first step
+        self.cums = Column("q")  # steps jumped up to and including each jump
+        self.late: list[tuple[int, str, Any, bool]] = []  # (step, field, value, add) in jump rows
+
+    def add_jump(self, idx0: int, k: int) -> None:
+        """Steps idx0 .. idx0 + k - 1 are a jump's (no rows in the columns)."""
+        self.firsts.append(idx0)
+        self.jumped += k
+        self.cums.append(self.jumped)
+        self.end = idx0 + k
+
+    def row(self, step: int) -> int:
+        """The step's row in the columns; -1 for a jump's step."""
+        if step >= self.end:
+            return step - self.jumped
+        firsts, cums = self.firsts.array(), self.cums.array()  # an earlier step: rare
+        j = bisect_right(firsts, step) - 1
+        if j < 0:
+            return step
+        before = cums[j - 1] if j else 0
+        return -1 if step < firsts[j] + cums[j] - before else step - cums[j]
+
+    def write(self, step: int, field: str, value: Any, add: bool) -> None:
+        """A write into a jump's row (set, or add to the value there)."""
+        self.late.append((step, field, value, add))
+
+    def write_done(self, h: Any) -> None:
+        """on_step_done's writes, for a jump's step (h is a SimStep)."""
+        step = h.step
+        for name, value in (("start", h.start), ("end", h.end), ("gpu_time", h.gpu_time),
+                            ("num_prefill_reqs", h.num_prefill_reqs),
+                            ("num_decode_reqs", h.num_decode_reqs),
+                            ("num_prefill_tokens", h.num_prefill_tokens),
+                            ("num_decode_tokens", h.num_decode_tokens),
+                            ("num_spec_tokens", h.num_spec_tokens),
+                            ("deferred_sampling", h.defer_sampling)):
+            self.late.append((step, name, value, False))
+
+    def jump_rows(self) -> Any:
+        """Every jumped step, in order (numpy)."""
+        firsts = np.frombuffer(self.firsts.array(), dtype=np.int64)
+        cums = np.frombuffer(self.cums.array(), dtype=np.int64)
+        if not len(cums):
+            return np.zeros(0, dtype=np.int64)
+        k = np.diff(cums, prepend=0)
+        return np.repeat(firsts - (cums - k), k) + np.arange(int(cums[-1]), dtype=np.int64)
+
+    def place(self, cols: dict[str, Any]) -> dict[str, Any]:
+        """Full-length columns (numpy, by name) from the ordinary rows: jumps' rows zero, then
+        the writes into them applied in order."""
+        total = len(next(iter(cols.values()))) + self.jumped if cols else 0
+        if self.jumped:
+            ordinary = np.ones(total, dtype=bool)
+            ordinary[self.jump_rows()] = False
+            at = np.flatnonzero(ordinary)
+            full = {}
+            for name, col in cols.items():
+                out = np.zeros(total, dtype=col.dtype)
+                out[at] = col
+                full[name] = out
+            cols = full
+        for step, field, value, add in self.late:
+            if add:
+                cols[field][step] += value
+            else:
+                cols[field][step] = value
+        return cols
