@@ -195,7 +195,7 @@ def _in_flight_step(policy: Any, kept: list[Request], toks: list[int], idx: int,
     """The batch queue's entry for the stretch's last launch (async), as a real launch builds it:
     the requests it scheduled and the token each samples."""
     plan: StepPlan = policy.ff_plan(kept)
-    sampled: dict[str, list[int]] = dict.fromkeys(plan.num_scheduled_tokens, [])  # presized
+    sampled: dict[str, list[int]] = {}
     for j in range(len(kept)):
         sampled[kept[j].request_id] = [toks[j]]
     result = StepResult(step_id=plan.step_id, sampled_token_ids=sampled)

@@ -24,6 +24,7 @@ class StepRows:
 
     def __init__(self) -> None:
         self.jumped = 0  # steps jumped so far
+        self.start = 0  # the last jump's first step
         self.end = 0  # the step after the last jump: later steps are at step - jumped
         self.firsts = Column("q")  # each jump's first step
         self.cums = Column("q")  # steps jumped up to and including each jump
@@ -34,12 +35,14 @@ class StepRows:
         self.firsts.append(idx0)
         self.jumped += k
         self.cums.append(self.jumped)
-        self.end = idx0 + k
+        self.start, self.end = idx0, idx0 + k
 
     def row(self, step: int) -> int:
         """The step's row in the columns; -1 for a jump's step."""
         if step >= self.end:
             return step - self.jumped
+        if step >= self.start:  # the last jump's (its finishes, its in-flight step's update)
+            return -1
         firsts, cums = self.firsts.array(), self.cums.array()  # an earlier step: rare
         j = bisect_right(firsts, step) - 1
         if j < 0:
