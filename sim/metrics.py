@@ -218,7 +218,7 @@ class MetricsRecorder:
         """Requests that finished in the step's update."""
         i = self.rows.row(step)
         if i < 0:
-            self.rows.write(step, "num_finished", n, True)
+            self.rows.add_finished(step, n)
         else:
             self.steps["num_finished"][i] += n
 

@@ -12,11 +12,13 @@ jump's own fields.
 from __future__ import annotations
 
 from bisect import bisect_right
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
 from .buffers import Column
+
+DTYPES: Final = {"d": np.float64, "q": np.int64, "i": np.int32, "b": np.int8}  # by typecode
 
 
 class StepRows:
@@ -29,6 +31,9 @@ class StepRows:
         self.firsts = Column("q")  # each jump's first step
         self.cums = Column("q")  # steps jumped up to and including each jump
         self.late: list[tuple[int, str, Any, bool]] = []  # (step, field, value, add) in jump rows
+        # finishes counted in jumps' rows (one a finishing jump: packed, not tuples)
+        self.finished_steps, self.finished_n = Column("q"), Column("i")
+        self.placed = False  # place() has grown the columns
 
     def add_jump(self, idx0: int, k: int) -> None:
         """Steps idx0 .. idx0 + k - 1 are a jump's (no rows in the columns)."""
@@ -54,6 +59,11 @@ class StepRows:
         """A write into a jump's row (set, or add to the value there)."""
         self.late.append((step, field, value, add))
 
+    def add_finished(self, step: int, n: int) -> None:
+        """n requests finished in the update of a jump's step."""
+        self.finished_steps.append(step)
+        self.finished_n.append(n)
+
     def write_done(self, h: Any) -> None:
         """on_step_done's writes, for a jump's step (h is a SimStep)."""
         step = h.step
@@ -76,21 +86,37 @@ class StepRows:
         delta[firsts + np.diff(cums, prepend=0)] -= 1
         return np.cumsum(delta[:-1], dtype=np.int32) > 0
 
-    def place(self, cols: dict[str, Any]) -> dict[str, Any]:
-        """Full-length columns (numpy, by name) from the ordinary rows: jumps' rows zero, then
-        the writes into them applied in order."""
-        total = len(next(iter(cols.values()))) + self.jumped if cols else 0
-        if self.jumped:
-            at = np.flatnonzero(~self.jump_mask(total))
-            full = {}
-            for name, col in cols.items():
-                out = np.zeros(total, dtype=col.dtype)
-                out[at] = col
-                full[name] = out
-            cols = full
-        for step, field, value, add in self.late:
-            if add:
-                cols[field][step] += value
-            else:
-                cols[field][step] = value
-        return cols
+    def place(self, cols: dict[str, Column]) -> dict[str, Any]:
+        """Each column at full length, as numpy sharing its array: the jumps' rows zero (the array
+        grown in place, no second copy of a 4M-row table), the ordinary rows moved to their
+        steps, then the writes into jumps' rows applied in order. Done once; later calls return
+        the same views."""
+        out: dict[str, Any] = {}
+        at: Any = None
+        zeros = b""
+        for name, col in cols.items():
+            a = col.array()
+            dtype = DTYPES[a.typecode]
+            if self.jumped and not self.placed:
+                n = len(a)
+                if at is None:
+                    at = np.flatnonzero(~self.jump_mask(n + self.jumped))
+                    zeros = bytes(8 * self.jumped)  # the widest item's; shared by every column
+                ordinary = np.frombuffer(a, dtype=dtype).copy() if n else np.zeros(0, dtype)
+                a.frombytes(memoryview(zeros)[: a.itemsize * self.jumped])
+                v = np.frombuffer(a, dtype=dtype)
+                v[:n] = 0
+                v[at] = ordinary
+            out[name] = np.frombuffer(a, dtype=dtype) if len(a) else np.zeros(0, dtype=dtype)
+        if not self.placed:
+            for step, field, value, add in self.late:
+                if add:
+                    out[field][step] += value
+                else:
+                    out[field][step] = value
+            if len(self.finished_steps):  # adds commute: in any order, as they were made
+                np.add.at(out["num_finished"],
+                          np.frombuffer(self.finished_steps.array(), dtype=np.int64),
+                          np.frombuffer(self.finished_n.array(), dtype=np.int32))
+            self.placed = True
+        return out

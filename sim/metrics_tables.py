@@ -59,7 +59,7 @@ def steps_table(m: MetricsRecorder) -> pd.DataFrame:
     if m.timeline_released:
         raise RuntimeError("steps_table after timeline_table: the jumps' steps rows were released")
     s = m.steps
-    views = m.rows.place({name: _view(s[name]) for name in STEP_FIELDS})  # jumps' rows: zeros
+    views = m.rows.place({name: s[name] for name in STEP_FIELDS})  # jumps' rows: zeros
     fill_jump_steps(m.jumps, views)
     cols: dict[str, object] = {"step": np.arange(len(views["schedule_time"]), dtype=np.int32)}
     for name in STEP_FIELDS:

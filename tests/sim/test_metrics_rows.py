@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from schedsim.buffers import Column
 from schedsim.metrics_rows import StepRows
 
 # a launch order: each entry an ordinary step (0) or a jump of k steps (k >= 1)
@@ -42,12 +43,23 @@ def test_place_puts_ordinary_rows_around_zeroed_jumps_then_the_late_writes(
         order: list[int], data: st.DataObject) -> None:
     rows, kinds = _build(order)
     n_ord = sum(1 for r in kinds if r >= 0)
-    cols = {"a": np.arange(1, n_ord + 1, dtype=np.int32), "t": np.arange(n_ord, dtype=np.float64)}
+    cols = {"a": Column("i"), "t": Column("d"), "num_finished": Column("i")}
+    cols["num_finished"].extend([1] * n_ord)
+    expected_f = np.array([1 if r >= 0 else 0 for r in kinds])
+    cols["a"].extend(list(range(1, n_ord + 1)))
+    cols["t"].extend([float(j) for j in range(n_ord)])
     expected_a = np.array([r + 1 if r >= 0 else 0 for r in kinds], dtype=np.int32)
     jumps = [s for s, r in enumerate(kinds) if r < 0]
     for s in data.draw(st.lists(st.sampled_from(jumps), max_size=5)) if jumps else []:
         rows.write(s, "a", 3, True)  # added twice where drawn twice
+        rows.add_finished(s, 2)
         expected_a[s] += 3
+        expected_f[s] += 2
     full = rows.place(cols)
     assert full["a"].tolist() == expected_a.tolist() and full["a"].dtype == np.int32
     assert full["t"].tolist() == [float(r) if r >= 0 else 0.0 for r in kinds]
+    assert full["num_finished"].tolist() == expected_f.tolist()
+    again = rows.place(cols)  # once: the same full columns, the writes not applied twice
+    assert again["a"].tolist() == expected_a.tolist()
+    if kinds:  # the Column's own array, grown (no copy of the table)
+        assert np.shares_memory(full["t"], np.frombuffer(cols["t"].data))
