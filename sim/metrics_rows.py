@@ -30,7 +30,7 @@ class StepRows:
         self.end = 0  # the step after the last jump: later steps are at step - jumped
         self.firsts = Column("q")  # each jump's first step
         self.cums = Column("q")  # steps jumped up to and including each jump
-        self.late: list[tuple[int, str, Any, bool]] = []  # (step, field, value, add) in jump rows
+        self.late: list[tuple[int, str, Any]] = []  # (step, field, value) set in jumps' rows
         # finishes counted in jumps' rows (one a finishing jump: packed, not tuples)
         self.finished_steps, self.finished_n = Column("q"), Column("i")
         self.placed = False  # place() has grown the columns
@@ -55,10 +55,6 @@ class StepRows:
         before = cums[j - 1] if j else 0
         return -1 if step < firsts[j] + cums[j] - before else step - cums[j]
 
-    def write(self, step: int, field: str, value: Any, add: bool) -> None:
-        """A write into a jump's row (set, or add to the value there)."""
-        self.late.append((step, field, value, add))
-
     def add_finished(self, step: int, n: int) -> None:
         """n requests finished in the update of a jump's step."""
         self.finished_steps.append(step)
@@ -74,7 +70,7 @@ class StepRows:
                             ("num_decode_tokens", h.num_decode_tokens),
                             ("num_spec_tokens", h.num_spec_tokens),
                             ("deferred_sampling", h.defer_sampling)):
-            self.late.append((step, name, value, False))
+            self.late.append((step, name, value))
 
     def jump_mask(self, total: int) -> Any:
         """Which of `total` steps are jumps' (numpy bool), from +1 at each jump's first step and
@@ -109,11 +105,8 @@ class StepRows:
                 v[at] = ordinary
             out[name] = np.frombuffer(a, dtype=dtype) if len(a) else np.zeros(0, dtype=dtype)
         if not self.placed:
-            for step, field, value, add in self.late:
-                if add:
-                    out[field][step] += value
-                else:
-                    out[field][step] = value
+            for step, field, value in self.late:
+                out[field][step] = value
             if len(self.finished_steps):  # adds commute: in any order, as they were made
                 np.add.at(out["num_finished"],
                           np.frombuffer(self.finished_steps.array(), dtype=np.int64),

@@ -11,6 +11,7 @@ import pandas as pd
 from .buffers import Column
 from .metrics import KIND_CODES, RESOURCES, STEP_FIELDS, TIMELINE_KINDS, MetricsRecorder, output_hash  # noqa: F401 (output_hash re-exported)
 from .metrics_jumps import fill_jump_steps, merge_jump_timeline
+from .metrics_rows import DTYPES
 
 
 def requests_table(m: MetricsRecorder, targets: Sequence[int], rejected: set[str]) -> pd.DataFrame:
@@ -73,7 +74,7 @@ def steps_table(m: MetricsRecorder) -> pd.DataFrame:
 def _view(col: array | Column) -> np.ndarray:
     """A recorder column as numpy, sharing its memory (the recorder is done with it)."""
     a = col.array() if isinstance(col, Column) else col
-    dtype = {"d": np.float64, "q": np.int64, "i": np.int32, "b": np.int8}[a.typecode]
+    dtype = DTYPES[a.typecode]
     return np.frombuffer(a, dtype=dtype) if len(a) else np.zeros(0, dtype=dtype)
 
 

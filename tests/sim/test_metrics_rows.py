@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from schedsim.buffers import Column
+from schedsim.metrics import STEP_FIELDS, STEP_TYPES
 from schedsim.metrics_rows import StepRows
 
 # a launch order: each entry an ordinary step (0) or a jump of k steps (k >= 1)
@@ -43,23 +46,29 @@ def test_place_puts_ordinary_rows_around_zeroed_jumps_then_the_late_writes(
         order: list[int], data: st.DataObject) -> None:
     rows, kinds = _build(order)
     n_ord = sum(1 for r in kinds if r >= 0)
-    cols = {"a": Column("i"), "t": Column("d"), "num_finished": Column("i")}
+    cols = {name: Column(STEP_TYPES.get(name, "i")) for name in STEP_FIELDS}
+    cols["start"].extend([float(j) for j in range(n_ord)])
+    cols["num_decode_reqs"].extend(list(range(1, n_ord + 1)))
     cols["num_finished"].extend([1] * n_ord)
-    expected_f = np.array([1 if r >= 0 else 0 for r in kinds])
-    cols["a"].extend(list(range(1, n_ord + 1)))
-    cols["t"].extend([float(j) for j in range(n_ord)])
-    expected_a = np.array([r + 1 if r >= 0 else 0 for r in kinds], dtype=np.int32)
+    for name in STEP_FIELDS:  # every column one value a row, as the recorder's
+        if len(cols[name]) < n_ord:
+            cols[name].extend([0] * n_ord)
+    start = [float(r) if r >= 0 else 0.0 for r in kinds]
+    decode = [r + 1 if r >= 0 else 0 for r in kinds]
+    finished = [1 if r >= 0 else 0 for r in kinds]
     jumps = [s for s, r in enumerate(kinds) if r < 0]
     for s in data.draw(st.lists(st.sampled_from(jumps), max_size=5)) if jumps else []:
-        rows.write(s, "a", 3, True)  # added twice where drawn twice
-        rows.add_finished(s, 2)
-        expected_a[s] += 3
-        expected_f[s] += 2
+        rows.write_done(SimpleNamespace(  # on_step_done of a jump's step: set
+            step=s, start=0.5 + s, end=0.0, gpu_time=0.0, num_prefill_reqs=0, num_decode_reqs=3,
+            num_prefill_tokens=0, num_decode_tokens=0, num_spec_tokens=0, defer_sampling=0))
+        rows.add_finished(s, 2)  # added twice where drawn twice
+        start[s], decode[s] = 0.5 + s, 3
+        finished[s] += 2
     full = rows.place(cols)
-    assert full["a"].tolist() == expected_a.tolist() and full["a"].dtype == np.int32
-    assert full["t"].tolist() == [float(r) if r >= 0 else 0.0 for r in kinds]
-    assert full["num_finished"].tolist() == expected_f.tolist()
+    assert full["start"].tolist() == start and full["num_decode_reqs"].dtype == np.int32
+    assert full["num_decode_reqs"].tolist() == decode
+    assert full["num_finished"].tolist() == finished
     again = rows.place(cols)  # once: the same full columns, the writes not applied twice
-    assert again["a"].tolist() == expected_a.tolist()
+    assert again["num_finished"].tolist() == finished
     if kinds:  # the Column's own array, grown (no copy of the table)
-        assert np.shares_memory(full["t"], np.frombuffer(cols["t"].data))
+        assert np.shares_memory(full["start"], np.frombuffer(cols["start"].data))
