@@ -73,15 +73,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = resolve_run_config(args, args._dests)  # config errors first, before heavy imports
     check_config(config)
     from .outputs import format_summary, write_run
+    from .plot_worker import start_plot_worker
     from .simulate import simulate
 
-    if args.backend == "real":  # the same policy and engine loop on the real model, in wall-clock time
-        from .realtime_run import backend_options, run_real
+    worker = start_plot_worker(not args.no_plots)  # imports matplotlib while this one simulates
+    try:
+        if args.backend == "real":  # the same policy and engine loop on the real model, in wall-clock time
+            from .realtime_run import backend_options, run_real
 
-        result = run_real(config, backend=backend_options(args))
-    else:
-        result = simulate(config, progress=not args.no_progress)
-    write_run(result, args.out, plots=not args.no_plots)
+            result = run_real(config, backend=backend_options(args))
+        else:
+            result = simulate(config, progress=not args.no_progress)
+        write_run(result, args.out, plots=not args.no_plots, worker=worker)
+    finally:
+        if worker is not None:
+            worker.close()
     print(format_summary(result.summary))
     print(f"\nwrote {args.out}/")
     return 0

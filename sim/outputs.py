@@ -36,16 +36,18 @@ def write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(_clean(data), indent=2, default=_json_default, allow_nan=False) + "\n")
 
 
-def write_run(result: Any, out: Path, plots: bool = True) -> list[Path]:
+def write_run(result: Any, out: Path, plots: bool = True, worker: Any = None) -> list[Path]:
     """Write every table as parquet (with its dtypes), the JSONs and the plots; returns the paths.
 
     The parquet writer runs in a thread while the plots render: arrow encodes without the GIL,
-    so the two overlap (the whole-trace run writes millions of rows, ~1 s of each).
+    so the two overlap (the whole-trace run writes millions of rows, ~1 s of each). A
+    `plot_worker.PlotWorker` renders two of the figures in its own process meanwhile.
     """
     from concurrent.futures import ThreadPoolExecutor
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    remote = _send_plots(worker, result, out) if plots and worker is not None else {}
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="schedsim-parquet") as pool:
         tables = pool.submit(write_tables, result.tables(), out)
         written = []
@@ -55,8 +57,20 @@ def write_run(result: Any, out: Path, plots: bool = True) -> list[Path]:
         if plots:
             from .plots import write_run_plots
 
-            written += write_run_plots(result, out)
+            written += write_run_plots(result, out, remote)
         return tables.result() + written
+
+
+def _send_plots(worker: Any, result: Any, out: Path) -> dict[str, Any]:
+    """The worker's figures, submitted: name -> future (a name it could not take is left out)."""
+    from .plot_worker import WORKER_PLOTS
+
+    sent = {}
+    for name, (_, table, _) in WORKER_PLOTS.items():
+        future = worker.render(name, getattr(result, table), out / name)
+        if future is not None:
+            sent[name] = future
+    return sent
 
 
 def write_tables(tables: dict[str, Any], out: Path) -> list[Path]:

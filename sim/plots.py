@@ -138,10 +138,33 @@ def _cumulative_busy(start: np.ndarray, end: np.ndarray, t: np.ndarray) -> np.nd
     return out
 
 
-def write_run_plots(result: Any, out: Path) -> list[Path]:
-    """The PNGs of `schedsim run` (latency distributions, batch/KV, busy timeline); returns their paths."""
-    paths = [out / "latency_distributions.png", out / "batch_kv.png", out / "busy_timeline.png"]
-    plot_latency_distributions(result.requests, paths[0])
-    plot_batch_and_kv(result.steps, paths[1])
-    plot_busy_timeline(result.timeline, paths[2])
-    return paths
+def write_run_plots(result: Any, out: Path, remote: dict[str, Any] | None = None) -> list[Path]:
+    """The PNGs of `schedsim run` (latency distributions, batch/KV, busy timeline); returns their
+    paths. `remote` maps a file name to a future of a worker rendering it (plot_worker); any the
+    worker fails to deliver is rendered here."""
+    from concurrent.futures import Future
+
+    remote = remote or {}
+    figures = (("latency_distributions.png", plot_latency_distributions, result.requests),
+               ("batch_kv.png", plot_batch_and_kv, result.steps),
+               ("busy_timeline.png", plot_busy_timeline, result.timeline))
+    for name, plot, table in figures:
+        if name not in remote:
+            plot(table, out / name)
+    for name, plot, table in figures:
+        future: Future[str] | None = remote.get(name)
+        if future is not None and not _delivered(future):
+            plot(table, out / name)
+    return [out / name for name, _, _ in figures]
+
+
+def _delivered(future: Any) -> bool:
+    """Whether the worker wrote its figure; a worker that died (or never started) did not."""
+    from concurrent.futures import CancelledError
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        future.result()
+    except (BrokenProcessPool, CancelledError):
+        return False
+    return True
