@@ -158,7 +158,7 @@ def _apply(world: Any, reqs: list[Request], prev: InFlight | None, k: int, times
     engine.num_launched += k
     engine._idle_empty_plans = 0  # what _note_progress records after a non-empty plan
     world.cpu_now = times.update[-1]
-    world.gpu_free = times.end[-1]
+    world.gpu_free = times.end(k - 1)
     if prev is not None:
         kept, kept_toks = reqs, in_flight
         if skipped:
@@ -200,6 +200,7 @@ def _in_flight_step(policy: Any, kept: list[Request], toks: list[int], idx: int,
         sampled[kept[j].request_id] = [toks[j]]
     result = StepResult(step_id=plan.step_id, sampled_token_ids=sampled)
     n = len(kept)
-    h = SimStep(idx, plan, result, times.gpu[-1], num_decode_reqs=n, num_decode_tokens=n)
-    h.ready, h.start, h.end = times.ready[-1], times.start[-1], times.end[-1]
+    last = len(times) - 1
+    h = SimStep(idx, plan, result, times.gpu[last], num_decode_reqs=n, num_decode_tokens=n)
+    h.ready, h.start, h.end = times.ready(last), times.start[last], times.end(last)
     return h, plan, idx

@@ -17,10 +17,10 @@ def commit_metrics(m: MetricsRecorder, reqs: list[Request], idx0: int, k: int, t
     m.rows.add_jump(idx0, k)
     n_last = t.last_n if t.last_n >= 0 else n  # the last schedule may leave some out
     m.jumps.add([len(m.cpu_timeline[1]), len(m.gpu_timeline[0]), idx0, k, 1 if is_async else 0,
-                 n, n_last], [t.s, t.p, t.d0, t.u0, t.d, t.u, t.s_last, t.p_last, t.poll[0]],
+                 n, n_last], [t.s, t.p, t.d0, t.u0, t.d, t.u, t.s_last, t.p_last, t.poll0],
                 [t.start, t.gpu, t.wait, usage])
     _token_times(m, reqs, k, t.update)
-    m.hol._since = t.sched[-1]  # nobody waits: the tracker only remembers the last schedule
+    m.hol._since = t.sched(k - 1)  # nobody waits: the tracker only remembers the last schedule
 
 
 def _token_times(m: MetricsRecorder, reqs: list[Request], k: int, update: list[float]) -> None:

@@ -17,18 +17,18 @@ from .policies import Request
 
 
 class StretchTimes:
-    """One list per time of each iteration (the clock at its top, then each phase's end, the GPU
-    forward's start, end and duration, what its wait returned), plus the phase costs."""
+    """The times of each iteration that are stored (the GPU forward's start and duration, what
+    its wait returned, the end of update_from_output), the phase costs, and the rest derived by
+    the same sums `_iteration` makes: the clock at an iteration's top is the last one's update
+    end (`poll0` for the first), schedule and prepare_inputs end `s` and `p` later, the forward
+    ends at start + duration."""
 
-    def __init__(self, s: float, p: float, d0: float, u0: float, d: float, u: float) -> None:
-        self.poll: list[float] = []  # the clock at the top (the poll)
-        self.sched: list[float] = []  # end of schedule()
-        self.ready: list[float] = []  # end of prepare_inputs: the launch
+    def __init__(self, poll0: float, s: float, p: float, d0: float, u0: float, d: float,
+                 u: float) -> None:
+        self.poll0 = poll0  # the clock at the first iteration's top (its poll)
         self.start: list[float] = []  # the forward's start on the GPU
-        self.end: list[float] = []
         self.gpu: list[float] = []  # its duration
         self.wait: list[float] = []  # when the wait returned
-        self.d2h: list[float] = []
         self.update: list[float] = []  # end of update_from_output
         # phase costs: schedule, prepare, first d2h and update (the batch before), then steady
         self.s, self.p, self.d0, self.u0, self.d, self.u = s, p, d0, u0, d, u
@@ -37,13 +37,34 @@ class StretchTimes:
         self.s_last, self.p_last = s, p
 
     def __len__(self) -> int:
-        return len(self.sched)
+        return len(self.update)
 
     def pop(self) -> None:
         """Drop the last iteration."""
-        for col in (self.poll, self.sched, self.ready, self.start, self.end, self.gpu, self.wait,
-                    self.d2h, self.update):
-            col.pop()
+        self.start.pop()
+        self.gpu.pop()
+        self.wait.pop()
+        self.update.pop()
+
+    def poll(self, i: int) -> float:
+        """The clock at iteration i's top."""
+        return self.poll0 if i == 0 else self.update[i - 1]
+
+    def sched(self, i: int) -> float:
+        """The end of iteration i's schedule()."""
+        c = self.poll(i)
+        s = self.s_last if self.last_n >= 0 and i == len(self.update) - 1 else self.s
+        return c + s if s > 0 else c
+
+    def ready(self, i: int) -> float:
+        """The end of iteration i's prepare_inputs: its launch."""
+        c = self.sched(i)
+        p = self.p_last if self.last_n >= 0 and i == len(self.update) - 1 else self.p
+        return c + p if p > 0 else c
+
+    def end(self, i: int) -> float:
+        """The end of iteration i's forward on the GPU."""
+        return self.start[i] + self.gpu[i]
 
 
 class _Bounds:
@@ -75,14 +96,9 @@ def _iteration(b: _Bounds, t: StretchTimes, c: float, gpu_free: float, prev_end:
     c4 = w + d if d > 0 else w
     if b.abort <= c4:
         return False
-    t.poll.append(c)
-    t.sched.append(c1)
-    t.ready.append(c2)
     t.start.append(start)
-    t.end.append(end)
     t.gpu.append(g)
     t.wait.append(w)
-    t.d2h.append(c4)
     t.update.append(c4 + u if u > 0 else c4)
     return True
 
@@ -97,9 +113,9 @@ def timeline(world: Any, reqs: list[Request], prev: Any, limit: int) -> StretchT
         m, tok = len(prev[1].num_scheduled_tokens), prev[1].total_num_scheduled_tokens
         d0, u0 = float(phase("d2h_copy", m, tok)), float(phase("update_from_output", m, tok))
     s, p = float(phase("schedule", n, n)), float(phase("prepare_inputs", n, n))
-    t = StretchTimes(s, p, d0, u0, d, u)
-    bounds = _Bounds(world, prev is None)
     c: float = world.cpu_now
+    t = StretchTimes(c, s, p, d0, u0, d, u)
+    bounds = _Bounds(world, prev is None)
     gpu_free: float = world.gpu_free
     prev_end: float = prev[0].end if prev is not None else math.nan
     step_time = DecodeTimes(world.executor.latency_model, [r.num_computed_tokens for r in reqs])
@@ -107,7 +123,7 @@ def timeline(world: Any, reqs: list[Request], prev: Any, limit: int) -> StretchT
         if not _iteration(bounds, t, c, gpu_free, prev_end, s, p, d0 if i == 0 else d,
                           u0 if i == 0 else u, step_time.at(i)):
             break
-        gpu_free = prev_end = t.end[i]
+        gpu_free = prev_end = t.start[i] + t.gpu[i]  # (t.end(i), without a call)
         c = t.update[i]
     return t
 
@@ -124,7 +140,7 @@ def retime_last(world: Any, prev: Any, t: StretchTimes, kept: list[Request]) -> 
         gpu_free: float = world.gpu_free
         prev_end: float = prev[0].end if prev is not None else math.nan
     else:
-        c, gpu_free = t.update[i - 1], t.end[i - 1]
+        c, gpu_free = t.update[i - 1], t.end(i - 1)
         prev_end = gpu_free
     t.pop()
     if not kept:
@@ -143,12 +159,16 @@ class DecodeTimes:
 
     def __init__(self, model: Any, ctx0: list[int]) -> None:
         self.n = len(ctx0)
-        self.ctx_sum = sum(ctx0)
+        total = 0
+        for x in ctx0:  # (compiled: native adds, where sum() is a generic call)
+            total += x
+        self.ctx_sum = total
         self.ctx0 = ctx0
         self.model = model
         self.roofline: RooflineModel | None = model if isinstance(model, RooflineModel) else None
-        self.closed: Any = getattr(model, "decode_step_time", None)
-        self.shape = StepShape()
+        # the other models' closed form or shape, looked up only for them (generic calls)
+        self.closed: Any = None if self.roofline is not None else getattr(model, "decode_step_time", None)
+        self.shape: StepShape | None = None
 
     def at(self, i: int) -> float:
         """The i-th step's time (the very float the executor's step_time gives that shape)."""
@@ -157,5 +177,8 @@ class DecodeTimes:
             return roofline.decode_step_time(self.n, self.ctx_sum + self.n * i)
         if self.closed is not None:
             return float(self.closed(self.n, self.ctx_sum + self.n * i))
-        self.shape.decodes = [(x + i, 0) for x in self.ctx0]
-        return float(self.model.step_time(self.shape))
+        shape = self.shape
+        if shape is None:
+            shape = self.shape = StepShape()
+        shape.decodes = [(x + i, 0) for x in self.ctx0]
+        return float(self.model.step_time(shape))
