@@ -103,16 +103,30 @@ def _iteration(b: _Bounds, t: StretchTimes, c: float, gpu_free: float, prev_end:
     return True
 
 
+def decode_costs(world: Any, n: int) -> tuple[float, float, float, float]:
+    """(schedule, prepare_inputs, d2h_copy, update_from_output) seconds of a step of n plain
+    decodes: a function of n alone, kept per world (the CPU model is interpreted Python, and a
+    jump asks for six phases)."""
+    cache: dict[int, tuple[float, float, float, float]] = world.ff_decode_costs
+    costs = cache.get(n)
+    if costs is None:
+        phase = world.cpu_model.phase_time
+        costs = (float(phase("schedule", n, n)), float(phase("prepare_inputs", n, n)),
+                 float(phase("d2h_copy", n, n)), float(phase("update_from_output", n, n)))
+        cache[n] = costs
+    return costs
+
+
 def timeline(world: Any, reqs: list[Request], prev: Any, limit: int) -> StretchTimes:
     """The times of up to `limit` iterations, stopping before one that would see an input."""
     n = len(reqs)
-    phase = world.cpu_model.phase_time
-    d = d0 = float(phase("d2h_copy", n, n))
-    u = u0 = float(phase("update_from_output", n, n))
+    s, p, d, u = decode_costs(world, n)
+    d0, u0 = d, u
     if prev is not None:
         m, tok = len(prev[1].num_scheduled_tokens), prev[1].total_num_scheduled_tokens
-        d0, u0 = float(phase("d2h_copy", m, tok)), float(phase("update_from_output", m, tok))
-    s, p = float(phase("schedule", n, n)), float(phase("prepare_inputs", n, n))
+        if m != n or tok != n:
+            phase = world.cpu_model.phase_time
+            d0, u0 = float(phase("d2h_copy", m, tok)), float(phase("update_from_output", m, tok))
     c: float = world.cpu_now
     t = StretchTimes(c, s, p, d0, u0, d, u)
     bounds = _Bounds(world, prev is None)
@@ -133,8 +147,7 @@ def retime_last(world: Any, prev: Any, t: StretchTimes, kept: list[Request]) -> 
     is kept or the shorter schedule changes what ends the stretch."""
     i = len(t) - 1
     n = len(kept)
-    phase = world.cpu_model.phase_time
-    s, p = float(phase("schedule", n, n)), float(phase("prepare_inputs", n, n))
+    s, p, _, _ = decode_costs(world, n)
     if i == 0:
         c: float = world.cpu_now
         gpu_free: float = world.gpu_free
