@@ -105,8 +105,8 @@ def _iteration(b: _Bounds, t: StretchTimes, c: float, gpu_free: float, prev_end:
 
 def decode_costs(world: Any, n: int) -> tuple[float, float, float, float]:
     """(schedule, prepare_inputs, d2h_copy, update_from_output) seconds of a step of n plain
-    decodes: a function of n alone, kept per world (the CPU model is interpreted Python, and a
-    jump asks for six phases)."""
+    decodes: a function of n alone, kept per world (the CPU model is reached through an
+    untyped world, so each of a jump's six phases was a generic call)."""
     cache: dict[int, tuple[float, float, float, float]] = world.ff_decode_costs
     costs = cache.get(n)
     if costs is None:
