@@ -50,16 +50,20 @@ class StretchTimes:
         """The clock at iteration i's top."""
         return self.poll0 if i == 0 else self.update[i - 1]
 
+    def _retimed(self, i: int) -> bool:
+        """Whether iteration i is the last one and retime_last shrank its schedule."""
+        return self.last_n >= 0 and i == len(self.update) - 1
+
     def sched(self, i: int) -> float:
         """The end of iteration i's schedule()."""
         c = self.poll(i)
-        s = self.s_last if self.last_n >= 0 and i == len(self.update) - 1 else self.s
+        s = self.s_last if self._retimed(i) else self.s
         return c + s if s > 0 else c
 
     def ready(self, i: int) -> float:
         """The end of iteration i's prepare_inputs: its launch."""
         c = self.sched(i)
-        p = self.p_last if self.last_n >= 0 and i == len(self.update) - 1 else self.p
+        p = self.p_last if self._retimed(i) else self.p
         return c + p if p > 0 else c
 
     def end(self, i: int) -> float:
@@ -137,7 +141,7 @@ def timeline(world: Any, reqs: list[Request], prev: Any, limit: int) -> StretchT
         if not _iteration(bounds, t, c, gpu_free, prev_end, s, p, d0 if i == 0 else d,
                           u0 if i == 0 else u, step_time.at(i)):
             break
-        gpu_free = prev_end = t.start[i] + t.gpu[i]  # (t.end(i), without a call)
+        gpu_free = prev_end = t.end(i)
         c = t.update[i]
     return t
 

@@ -137,8 +137,8 @@ class WorkloadOracle:
                 f = firsts[j]
                 key: i64 = info[reqs[j].request_id][0]  # converted once, not per token
                 row: list[Any] = []
-                for j in range(f, f + count):
-                    row.append(ids[synthetic_token(key, j, span64)])
+                for pos in range(f, f + count):
+                    row.append(ids[synthetic_token(key, pos, span64)])
                 rows.append(row)
         else:
             keys = np.array([info[r.request_id][0] for r in reqs], np.int64).view(np.uint64)

@@ -10,7 +10,11 @@ from typing import Any
 # Files every `schedsim run` output directory holds (plots only without --no-plots).
 TABLE_FILES = ("requests.parquet", "steps.parquet", "timeline.parquet")
 JSON_FILES = ("summary.json", "config.json")
-PLOT_FILES = ("latency_distributions.png", "batch_kv.png", "busy_timeline.png")
+# The run's figures: file, the `schedsim.plots` function that draws it, the table it reads.
+RUN_PLOTS = (("latency_distributions.png", "plot_latency_distributions", "requests"),
+             ("batch_kv.png", "plot_batch_and_kv", "steps"),
+             ("busy_timeline.png", "plot_busy_timeline", "timeline"))
+PLOT_FILES = tuple(name for name, _, _ in RUN_PLOTS)
 
 
 def _json_default(obj: Any) -> Any:
@@ -63,13 +67,14 @@ def write_run(result: Any, out: Path, plots: bool = True, worker: Any = None) ->
 
 def _send_plots(worker: Any, result: Any, out: Path) -> dict[str, Any]:
     """The worker's figures, submitted: name -> future (a name it could not take is left out)."""
-    from .plot_worker import WORKER_PLOTS
+    from .plot_worker import WORKER_COLUMNS
 
     sent = {}
-    for name, (_, table, _) in WORKER_PLOTS.items():
-        future = worker.render(name, getattr(result, table), out / name)
-        if future is not None:
-            sent[name] = future
+    for name, func, table in RUN_PLOTS:
+        if name in WORKER_COLUMNS:
+            future = worker.render(name, func, getattr(result, table), out / name)
+            if future is not None:
+                sent[name] = future
     return sent
 
 

@@ -17,12 +17,12 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-# What each figure the worker renders reads from its table (shipping only these to the worker).
-WORKER_PLOTS: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    "batch_kv.png": ("plot_batch_and_kv", "steps", (
-        "start", "end", "num_prefill_tokens", "num_decode_tokens", "num_prefill_reqs",
-        "num_decode_reqs", "num_waiting", "kv_usage")),
-    "busy_timeline.png": ("plot_busy_timeline", "timeline", ("step", "resource", "kind", "start", "end")),
+# The figures (outputs.RUN_PLOTS) the worker renders, and the columns each reads from its
+# table (only these are shipped to it).
+WORKER_COLUMNS: dict[str, tuple[str, ...]] = {
+    "batch_kv.png": ("start", "end", "num_prefill_tokens", "num_decode_tokens", "num_prefill_reqs",
+                     "num_decode_reqs", "num_waiting", "kv_usage"),
+    "busy_timeline.png": ("step", "resource", "kind", "start", "end"),
 }
 
 
@@ -76,13 +76,13 @@ class PlotWorker:
             max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_warm)
         self._started: Future[int] = self._pool.submit(_ping)
 
-    def render(self, name: str, table: Any, path: Path) -> Future[str] | None:
-        """Send one of WORKER_PLOTS with the columns it reads; None where the worker is gone."""
-        func, _, columns = WORKER_PLOTS[name]
+    def render(self, name: str, func: str, table: Any, path: Path) -> Future[str] | None:
+        """Send figure `name` (one of WORKER_COLUMNS), drawn by `schedsim.plots.<func>`, with the
+        columns it reads; None where the worker is gone."""
         if self._pool is None:
             return None
         try:
-            return self._pool.submit(_render, func, table[list(columns)], str(path))
+            return self._pool.submit(_render, func, table[list(WORKER_COLUMNS[name])], str(path))
         except RuntimeError:  # BrokenProcessPool (a RuntimeError) or a pool already shut down
             return None
 

@@ -144,10 +144,10 @@ def write_run_plots(result: Any, out: Path, remote: dict[str, Any] | None = None
     worker fails to deliver is rendered here."""
     from concurrent.futures import Future
 
+    from .outputs import RUN_PLOTS
+
     remote = remote or {}
-    figures = (("latency_distributions.png", plot_latency_distributions, result.requests),
-               ("batch_kv.png", plot_batch_and_kv, result.steps),
-               ("busy_timeline.png", plot_busy_timeline, result.timeline))
+    figures = [(name, globals()[func], getattr(result, table)) for name, func, table in RUN_PLOTS]
     for name, plot, table in figures:
         if name not in remote:
             plot(table, out / name)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from schedsim import RunConfig, simulate
-from schedsim.outputs import PLOT_FILES, write_run
-from schedsim.plot_worker import WORKER_PLOTS, PlotWorker, start_plot_worker
+from schedsim.outputs import PLOT_FILES, RUN_PLOTS, write_run
+from schedsim.plot_worker import WORKER_COLUMNS, PlotWorker, start_plot_worker
 from schedsim.results import STEP_COLUMNS, TIMELINE_COLUMNS
 
 
@@ -38,7 +38,7 @@ def test_a_dead_worker_leaves_the_figures_to_the_parent(result, tmp_path: Path) 
     try:
         os.kill(worker._started.result(timeout=60), signal.SIGKILL)
         write_run(result, tmp_path / "dead", worker=worker)
-        assert worker.render(next(iter(WORKER_PLOTS)), result.steps, tmp_path / "x.png") is None
+        assert worker.render("batch_kv.png", "plot_batch_and_kv", result.steps, tmp_path / "x.png") is None
     finally:
         worker.close()
     assert _pngs(tmp_path / "dead") == _pngs(tmp_path / "inline")
@@ -46,10 +46,10 @@ def test_a_dead_worker_leaves_the_figures_to_the_parent(result, tmp_path: Path) 
 
 def test_worker_ships_only_documented_columns() -> None:
     tables = {"steps": STEP_COLUMNS, "timeline": TIMELINE_COLUMNS}
-    assert set(WORKER_PLOTS) < set(PLOT_FILES)
-    for name, (func, table, columns) in WORKER_PLOTS.items():
-        assert set(columns) <= set(tables[table]), name
-        assert func.startswith("plot_"), name
+    assert set(WORKER_COLUMNS) < set(PLOT_FILES)
+    for name, _, table in RUN_PLOTS:
+        if name in WORKER_COLUMNS:
+            assert set(WORKER_COLUMNS[name]) <= set(tables[table]), name
 
 
 def test_no_worker_without_plots_or_when_turned_off(monkeypatch: pytest.MonkeyPatch) -> None:

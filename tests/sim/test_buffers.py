@@ -41,4 +41,3 @@ def test_column_behaves_as_a_list(ops: list[tuple[str, int]]) -> None:
         assert len(col) == len(ref)
     assert col.array() == array("q", ref)
     assert len(col.pending) == 0  # read: every value packed
-
