@@ -131,6 +131,23 @@ def _cpu_rows(it: dict[str, np.ndarray], keep: np.ndarray, kinds: tuple[int, int
     return [c[keep] for c in cand]
 
 
+def _scatter_phases(out: list[Any], pos: np.ndarray, it: dict[str, np.ndarray],
+                    kinds: tuple[int, int, int, int]) -> None:
+    """_cpu_rows written straight to `pos` when each iteration keeps all four phases: its rows
+    are pos[4 i + q], phase q's (kind, start, end, step) a column apiece."""
+    at = pos.reshape(-1, 4)
+    step, before = it["step"], it["before"]
+    phases = ((it["poll"], it["sched"], step), (it["sched"], it["ready"], step),
+              (it["wait"], it["d2h"], before), (it["d2h"], it["update"], before))
+    for q in range(4):
+        rows = at[:, q]
+        start, end, of_step = phases[q]
+        out[0][rows] = kinds[q]
+        out[1][rows] = start
+        out[2][rows] = end
+        out[3][rows] = of_step
+
+
 def _row_counts(ex: _Expanded) -> tuple[np.ndarray, np.ndarray]:
     """Each jump's CPU rows, from its costs (steady phases k - 1 times, the first iteration's d2h
     and update and the last's schedule and prepare once), and its GPU rows (forwards > 0)."""
@@ -165,8 +182,12 @@ def merge_jump_timeline(ch: JumpChunks, cpu: list[Any], gpu: list[Any],
         it = ex.iterations(j0, j1)
         pos = _positions(ex.meta[j0:j1, 0], cpu_n[j0:j1], rc)
         cpu_free[pos] = False
-        for out, rows in zip(cpu_out, _cpu_rows(it, _cpu_keep(it), kinds), strict=True):
-            out[pos] = rows
+        keep = _cpu_keep(it)
+        if bool(keep.all()):  # every phase costs time (the usual case): no stack, no mask
+            _scatter_phases(cpu_out, pos, it, kinds)
+        else:
+            for out, rows in zip(cpu_out, _cpu_rows(it, keep, kinds), strict=True):
+                out[pos] = rows
         g = it["gpu"] > 0
         gpos = _positions(ex.meta[j0:j1, 1], gpu_n[j0:j1], rg)
         gpu_free[gpos] = False

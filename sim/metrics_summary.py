@@ -89,20 +89,18 @@ def busy_figures(timeline: pd.DataFrame, out: dict[str, Any]) -> None:
     out["gpu_busy_s"] = float(np.sum(ge - gs))
     span = float(ge.max() - gs.min()) if len(gs) else 0.0
     out["gpu_idle_fraction"] = 1.0 - out["gpu_busy_s"] / span if span > 0 else float("nan")
-    cpu_busy, hidden, disjoint = _cpu_figures(start, end, is_gpu, gs, ge)
-    if not disjoint:  # CPU intervals that overlap each other (not one thread's): merge them first
+    cpu_busy, disjoint = _cpu_busy(start, end, is_gpu)
+    if disjoint and _sweepable(start, gs, ge):
+        hidden = hidden_by_runs(start, end)
+    else:  # overlapping GPU intervals, or rows out of start order: merge, then measure
         hidden = overlap(start[~is_gpu], end[~is_gpu], gs, ge)
     out["cpu_busy_s"] = cpu_busy
     out["cpu_hidden_fraction"] = hidden / cpu_busy if cpu_busy > 0 else float("nan")
 
 
-def _cpu_figures(start: np.ndarray, end: np.ndarray, is_gpu: np.ndarray, gs: np.ndarray,
-                 ge: np.ndarray) -> tuple[float, float, bool]:
-    """CPU busy time and CPU time under GPU time, slice by slice (CPU rows are most rows)."""
-    gs, ge = merged_busy(gs, ge)
-    cover = _Coverage(gs, ge) if len(gs) else None
-    busy = hidden = 0.0
-    prev_end, disjoint = -np.inf, True
+def _cpu_busy(start: np.ndarray, end: np.ndarray, is_gpu: np.ndarray) -> tuple[float, bool]:
+    """CPU busy time, and whether the CPU intervals are one thread's (sorted, disjoint)."""
+    busy, prev_end, disjoint = 0.0, -np.inf, True
     for i in range(0, len(start), CHUNK):
         cpu = ~is_gpu[i:i + CHUNK]
         s, e = start[i:i + CHUNK][cpu], end[i:i + CHUNK][cpu]
@@ -111,9 +109,41 @@ def _cpu_figures(start: np.ndarray, end: np.ndarray, is_gpu: np.ndarray, gs: np.
         busy += float(np.sum(e - s))
         disjoint = disjoint and s[0] >= prev_end and bool(np.all(s[1:] >= e[:-1]))
         prev_end = e[-1]
-        if cover is not None:
-            hidden += float(np.sum(cover(e) - cover(s)))
-    return busy, hidden, disjoint
+    return busy, disjoint
+
+
+def _sweepable(start: np.ndarray, gs: np.ndarray, ge: np.ndarray) -> bool:
+    """Rows in start order and GPU intervals disjoint (one stream): hidden_by_runs applies."""
+    return bool(np.all(start[1:] >= start[:-1])) and bool(np.all(gs[1:] >= ge[:-1]))
+
+
+def hidden_by_runs(start: np.ndarray, end: np.ndarray) -> float:
+    """CPU time under GPU time, for rows in start order with disjoint CPU and disjoint GPU
+    intervals: over each run of overlapping intervals, their lengths' sum less the run's length
+    (|C & G| in the run). Touching intervals start a new run, so a run of one interval adds
+    exactly 0 (a sync run's 0.0). One sweep, a slice at a time; the open run carries over."""
+    total = 0.0
+    open_sum = open_s = 0.0
+    cur_e = -np.inf  # the open run's end (none before the first row)
+    for i in range(0, len(start), CHUNK):
+        s, e = start[i:i + CHUNK], end[i:i + CHUNK]
+        length = e - s
+        ends = np.maximum.accumulate(np.maximum(e, cur_e))  # the run's end after each row
+        before = np.concatenate(([cur_e], ends[:-1]))
+        idx = np.flatnonzero(s >= before)  # rows that start a run
+        if len(idx) == 0:
+            open_sum += float(np.sum(length))
+            cur_e = float(ends[-1])
+            continue
+        if i > 0:  # the open run ends before the slice's first new run
+            open_sum += float(np.sum(length[:idx[0]]))
+            total += open_sum - (float(before[idx[0]]) - open_s)
+        sums = np.add.reduceat(length, idx)
+        total += float(np.sum(sums[:-1] - (before[idx[1:]] - s[idx[:-1]])))
+        open_sum, open_s, cur_e = float(sums[-1]), float(s[idx[-1]]), float(ends[-1])
+    if len(start):
+        total += open_sum - (cur_e - open_s)
+    return max(total, 0.0)
 
 
 def summarize(requests: pd.DataFrame, steps: pd.DataFrame, timeline: pd.DataFrame,

@@ -66,8 +66,9 @@ def weighted_percentile(values: np.ndarray, counts: np.ndarray, q: float) -> flo
 
 
 def weighted_percentiles(values: np.ndarray, counts: np.ndarray, qs: list[float]) -> list[float]:
-    """weighted_percentile at each q, sorting the values once."""
-    order = np.argsort(values, kind="stable")
+    """weighted_percentile at each q, sorting the values once (any sort: equal values are
+    adjacent either way, so each rank falls in the same value's run of counts)."""
+    order = np.argsort(values)
     v, cum = values[order], np.cumsum(counts[order])
     n = int(cum[-1])
     out: list[float] = []

@@ -28,11 +28,13 @@ def _jumps(ks: list[int], cpu_at: list[int], gpu_at: list[int]) -> JumpChunks:
     return ch
 
 
-def _cpu_starts(j: int, i: int) -> list[float]:
-    """Jump j's iteration i (as _jumps): the starts of its schedule, prepare, d2h and update."""
+def _cpu_rows(j: int, i: int, step: int) -> list[tuple[int, float, float, int]]:
+    """Jump j's iteration i of step `step` (as _jumps): its schedule, prepare, d2h and update
+    rows (kind, start, end, step); the d2h and update are the step before's (lag 1)."""
     poll = 10_000.0 * j if i == 0 else 10_000.0 * j + 600 + (i - 1) + 2  # the update before
     wait = 10_000.0 * j + 600 + i
-    return [poll, poll + 1, wait, wait + 1]
+    return [(1, poll, poll + 1, step), (2, poll + 1, poll + 2, step), (3, wait, wait + 1, step - 1),
+            (4, wait + 1, wait + 2, step - 1)]
 
 
 @settings(max_examples=150, deadline=None)
@@ -44,16 +46,19 @@ def test_jump_rows_merge_where_appended(n_cpu: int, n_gpu: int, data: st.DataObj
     cpu_at = sorted(data.draw(st.lists(st.integers(0, n_cpu), min_size=len(ks), max_size=len(ks))))
     gpu_at = sorted(data.draw(st.lists(st.integers(0, n_gpu), min_size=len(ks), max_size=len(ks))))
     chunk = data.draw(st.integers(1, 8))
-    cpu_stream = [-1.0 - r for r in range(n_cpu)]
+    cpu_stream = [(0, -1.0 - r, 0.0, 0) for r in range(n_cpu)]
     gpu_stream = [-1.0 - r for r in range(n_gpu)]
     want_cpu, want_gpu = list(cpu_stream), list(gpu_stream)
+    firsts = np.cumsum([0, *ks]).tolist()  # each jump's first step
     for j in reversed(range(len(ks))):
-        want_cpu[cpu_at[j]:cpu_at[j]] = [x for i in range(ks[j]) for x in _cpu_starts(j, i)]
+        want_cpu[cpu_at[j]:cpu_at[j]] = [x for i in range(ks[j]) for x in _cpu_rows(j, i, firsts[j] + i)]
         want_gpu[gpu_at[j]:gpu_at[j]] = [10_000.0 * j + 300 + i for i in range(ks[j])]
-    cpu = [np.zeros(n_cpu, np.int8), np.array(cpu_stream), np.zeros(n_cpu), np.zeros(n_cpu, np.int32)]
+    cpu = [np.zeros(n_cpu, np.int8), np.array([r[1] for r in cpu_stream]), np.zeros(n_cpu),
+           np.zeros(n_cpu, np.int32)]
     gpu = [np.array(gpu_stream), np.zeros(n_gpu), np.zeros(n_gpu, np.int32)]
     got_cpu, got_gpu = merge_jump_timeline(_jumps(ks, cpu_at, gpu_at), cpu, gpu, (1, 2, 3, 4), chunk)
-    assert got_cpu[1].tolist() == want_cpu and got_gpu[0].tolist() == want_gpu
+    assert list(zip(*(c.tolist() for c in got_cpu), strict=True)) == want_cpu  # all four columns
+    assert got_gpu[0].tolist() == want_gpu
     assert [c.dtype for c in got_cpu] == [np.int8, np.float64, np.float64, np.int32]
     assert cpu == [None] * 4 and gpu == [None] * 3  # each stream array dropped once copied
 

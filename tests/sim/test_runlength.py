@@ -41,3 +41,13 @@ def test_steady_decoding_compresses_to_one_run_per_step() -> None:
     for step_gap in (0.01, 0.011, 0.011, 0.01):
         gaps.append_run(step_gap, 32)  # 32 requests decoding: one gap each
     assert list(gaps.arrays()[1]) == [32, 64, 32]
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2**32 - 1), q=st.sampled_from([0.0, 33.3, 50.0, 99.0, 100.0]))
+def test_percentiles_of_many_tied_runs_match_numpy(seed: int, q: float) -> None:
+    """Thousands of runs over a few values: the (unstable) sort puts ties in any order."""
+    rng = np.random.default_rng(seed)
+    values = rng.choice([1e-3, 2.5e-3, 0.0125, 0.5], size=5000)
+    counts = rng.integers(1, 40, size=5000)
+    assert weighted_percentile(values, counts, q) == float(np.percentile(np.repeat(values, counts), q))
