@@ -141,7 +141,8 @@ class FastForwardBase:
         lag = self._ff_lag
         for j in range(len(reqs)):
             r = reqs[j]
-            r.output_token_ids.extend(tokens[j][len(r.output_token_ids) - out0[j]:])  # the replay added some
+            outs, added = r.output_token_ids, len(r.output_token_ids) - out0[j]
+            outs.extend(tokens[j][added:] if added else tokens[j])  # the replay added `added`
             r.num_computed_tokens = r.prompt_len + len(r.output_token_ids) - 1 + lag
             r.num_in_flight_tokens = lag  # a prefill chunk in flight at the start has landed
             r.is_prefill_chunk = False
@@ -235,10 +236,13 @@ class FastForwardBase:
         usable = self.kv.pool.num_gpu_blocks - 1
         out: list[float] = []
         free = free0
+        usage: Any = 1.0 - free / usable  # (compiled: boxed once per change, not per iteration)
         j, m = 0, len(free_at)
         for i in range(k):
-            while j < m and free_at[j] == i:  # the last change within an iteration wins
-                free = free_after[j]
-                j += 1
-            out.append(1.0 - free / usable)
+            if j < m and free_at[j] == i:
+                while j < m and free_at[j] == i:  # the last change within an iteration wins
+                    free = free_after[j]
+                    j += 1
+                usage = 1.0 - free / usable
+            out.append(usage)
         return out
