@@ -119,15 +119,21 @@ def _cpu_keep(it: dict[str, np.ndarray]) -> np.ndarray:
     return np.stack([it[c] > 0 for c in ("cost_s", "cost_p", "cost_d", "cost_u")], axis=1)
 
 
+def _phase_columns(it: dict[str, np.ndarray]) -> tuple[tuple[np.ndarray, ...], ...]:
+    """Each CPU phase's (start, end, step) columns, in phase order: schedule and prepare of the
+    iteration's step, d2h and update of the step before (a queue)."""
+    step, before = it["step"], it["before"]
+    return ((it["poll"], it["sched"], step), (it["sched"], it["ready"], step),
+            (it["wait"], it["d2h"], before), (it["d2h"], it["update"], before))
+
+
 def _cpu_rows(it: dict[str, np.ndarray], keep: np.ndarray, kinds: tuple[int, int, int, int]
               ) -> list[np.ndarray]:
-    """The CPU rows (kind, start, end, step), iteration-major, phase order within an iteration:
-    schedule and prepare of the iteration's step, d2h and update of the step before (a queue)."""
-    step, before = it["step"], it["before"]
-    cand = (np.broadcast_to(np.array(kinds, dtype=np.int8), keep.shape),
-            np.stack([it["poll"], it["sched"], it["wait"], it["d2h"]], axis=1),
-            np.stack([it["sched"], it["ready"], it["d2h"], it["update"]], axis=1),
-            np.stack([step, step, before, before], axis=1))
+    """The CPU rows (kind, start, end, step), iteration-major, phase order within an iteration,
+    of the phases `keep` marks."""
+    starts, ends, steps = zip(*_phase_columns(it), strict=True)
+    cand = (np.broadcast_to(np.array(kinds, dtype=np.int8), keep.shape), np.stack(starts, axis=1),
+            np.stack(ends, axis=1), np.stack(steps, axis=1))
     return [c[keep] for c in cand]
 
 
@@ -136,12 +142,8 @@ def _scatter_phases(out: list[Any], pos: np.ndarray, it: dict[str, np.ndarray],
     """_cpu_rows written straight to `pos` when each iteration keeps all four phases: its rows
     are pos[4 i + q], phase q's (kind, start, end, step) a column apiece."""
     at = pos.reshape(-1, 4)
-    step, before = it["step"], it["before"]
-    phases = ((it["poll"], it["sched"], step), (it["sched"], it["ready"], step),
-              (it["wait"], it["d2h"], before), (it["d2h"], it["update"], before))
-    for q in range(4):
+    for q, (start, end, of_step) in enumerate(_phase_columns(it)):
         rows = at[:, q]
-        start, end, of_step = phases[q]
         out[0][rows] = kinds[q]
         out[1][rows] = start
         out[2][rows] = end

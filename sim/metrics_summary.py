@@ -92,7 +92,7 @@ def busy_figures(timeline: pd.DataFrame, out: dict[str, Any]) -> None:
     cpu_busy, disjoint = _cpu_busy(start, end, is_gpu)
     if disjoint and _sweepable(start, gs, ge):
         hidden = hidden_by_runs(start, end)
-    else:  # overlapping GPU intervals, or rows out of start order: merge, then measure
+    else:  # CPU or GPU intervals that overlap each other, or rows out of start order: merge
         hidden = overlap(start[~is_gpu], end[~is_gpu], gs, ge)
     out["cpu_busy_s"] = cpu_busy
     out["cpu_hidden_fraction"] = hidden / cpu_busy if cpu_busy > 0 else float("nan")

@@ -98,3 +98,17 @@ def test_a_sync_timeline_hides_exactly_nothing(seed):
     end = np.cumsum(widths)
     start = np.concatenate(([0.0], end[:-1]))
     assert summary_mod.hidden_by_runs(start, end) == 0.0
+
+
+@pytest.mark.parametrize("case", ["overlapping_gpu", "rows_out_of_order"])
+def test_busy_figures_merge_timelines_the_sweep_cannot_take(case):
+    """GPU intervals overlapping each other, or rows not in start order: the merging overlap."""
+    rows = [("cpu", 0.0, 1.0), ("gpu", 0.5, 2.0), ("gpu", 1.5, 3.0), ("cpu", 2.5, 4.0)]
+    if case == "rows_out_of_order":
+        rows = [("cpu", 0.0, 1.0), ("cpu", 2.5, 4.0), ("gpu", 0.5, 1.5), ("gpu", 1.5, 3.0)]
+    tl = pd.DataFrame({"resource": pd.Categorical([r[0] for r in rows], categories=["cpu", "gpu"]),
+                       "start": [r[1] for r in rows], "end": [r[2] for r in rows]})
+    got: dict = {}
+    summary_mod.busy_figures(tl, got)
+    assert got["cpu_busy_s"] == 2.5
+    assert got["cpu_hidden_fraction"] == pytest.approx(1.0 / 2.5)  # 0.5-1.0 and 2.5-3.0
