@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ENGINE_MODES = ("auto", "sync", "async")
+PARALLEL_MODES = ("auto", "on", "off")
 
 
 def _f(default: Any, help: str, **kw: Any) -> Any:
@@ -78,6 +79,9 @@ class RunConfig:
     # ---- simulator ----
     fast_forward: bool = _f(True, "jump over steady decode stretches in closed form (exact: same "
                                    "tables as step by step; docs/performance.md)")
+    parallel: str = _f("auto", "time-parallel replay in a helper process, spliced at a shared idle "
+                                "point (exact: same tables as one process): auto (2+ CPUs and "
+                                "4096+ arrivals), on or off; docs/performance.md")
 
     def __post_init__(self) -> None:
         """Reject impossible values, naming the field."""
@@ -85,6 +89,8 @@ class RunConfig:
         self._check_ranges()
         if self.engine not in ENGINE_MODES:
             raise ValueError(f"RunConfig.engine must be one of {ENGINE_MODES}, got {self.engine!r}")
+        if self.parallel not in PARALLEL_MODES:
+            raise ValueError(f"RunConfig.parallel must be one of {PARALLEL_MODES}, got {self.parallel!r}")
         if self.max_tokens_source not in ("output", "cap"):
             raise ValueError(f"RunConfig.max_tokens_source must be 'output' or 'cap', "
                              f"got {self.max_tokens_source!r}")

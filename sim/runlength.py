@@ -37,7 +37,9 @@ class RunLengths:
         self.append_run(x, 1)
 
     def append_run(self, x: float, count: int) -> None:
-        """`count` equal samples."""
+        """`count` equal samples (none: no effect, so runs are the maximal runs of equal samples)."""
+        if count <= 0:
+            return
         if x == self.last:
             self.last_count += count
         else:
@@ -46,6 +48,10 @@ class RunLengths:
                 self.counts.append(self.last_count)
             self.last = x
             self.last_count = count
+
+    def mark(self) -> tuple[int, float, int]:
+        """Where the samples stand now: closed runs, open run's value and count (segments)."""
+        return len(self.values), self.last, self.last_count
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         """(values, counts) as numpy arrays, the open run included."""

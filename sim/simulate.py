@@ -19,6 +19,9 @@ from .metrics_tables import itl_table, requests_table, steps_table, timeline_tab
 from .oracle import WorkloadOracle
 from .policies import Request, make_policy
 from .results import RunResult
+from .segments import Merged, SplitRun, plan_split
+from .segments_fork import HelperFailed, run_split
+from .segments_merge import Tables
 from .setup import resolve_run
 from .workload import PreparedWorkload, load, prepare
 from .world import InputStream, SimWorld
@@ -62,32 +65,82 @@ def simulate(config: RunConfig | None = None, workload: pd.DataFrame | None = No
     prep = prepare(workload, cfg, resolved.max_model_len)
     del workload  # the run keeps only the prepared columns
     release_unused()
-    policy = make_policy(cfg.policy, **resolved.policy_options)
-    oracle = WorkloadOracle(cfg.seed, acceptance_rate=cfg.spec_acceptance_rate,
-                            kv_load_failures=prep.kv_load_failures)
-    depth = _engine_depth(cfg, policy)
-    engine = Engine(policy, batch_queue_depth=depth, check_invariants=check_invariants,
-                    fast_forward=cfg.fast_forward)
-    rows = prep.arrival_rows()
-    inputs = InputStream(prep.columns.arrival[rows], prep.aborts, make=prep.request)
-    world = SimWorld(engine, SimExecutor(oracle, resolved.latency_model, propose_drafts=depth == 1),
-                     resolved.cpu_model, inputs, until=cfg.max_sim_time)
-    metrics = MetricsRecorder(policy, prep.columns, world.clock, record_itl=cfg.record_itl)
-    inputs.make = _arrival_factory(prep, rows, oracle, metrics)  # Requests built when they arrive
-    engine.observer = world.metrics = metrics
-    bar = _progress_bar(len(prep), progress)
+    build = _Builder(cfg, resolved, prep, check_invariants)
+    run, merged, reason = _replay(build, cfg, prep, progress)
+    tables = merged.tables if merged is not None else build.tables(run)
+    result = _assemble(cfg, resolved, tables, run.metrics, run.depth, time.perf_counter() - wall0)
+    jumps = merged.jumps if merged is not None else (run.world.num_jumps, run.world.num_jumped_steps)
+    result.summary["fast_forward_jumps"], result.summary["fast_forward_steps"] = jumps  # diagnostics
+    result.config["parallel_resolved"] = merged.describe() if merged is not None else reason
+    return result
+
+
+class _Builder:
+    """Builds a run's policy, engine, world and recorder; `start` > 0 replays from that input."""
+
+    def __init__(self, cfg: RunConfig, resolved: Any, prep: PreparedWorkload,
+                 check_invariants: bool) -> None:
+        self.cfg, self.resolved, self.prep, self.check_invariants = cfg, resolved, prep, check_invariants
+        self.rows = prep.arrival_rows()
+
+    def __call__(self, start: int) -> SplitRun:
+        """A fresh run whose input stream starts at position `start`."""
+        cfg, prep, resolved = self.cfg, self.prep, self.resolved
+        policy = make_policy(cfg.policy, **resolved.policy_options)
+        oracle = WorkloadOracle(cfg.seed, acceptance_rate=cfg.spec_acceptance_rate,
+                                kv_load_failures=prep.kv_load_failures)
+        depth = _engine_depth(cfg, policy)
+        engine = Engine(policy, batch_queue_depth=depth, check_invariants=self.check_invariants,
+                        fast_forward=cfg.fast_forward)
+        rows = self.rows
+        inputs = InputStream(prep.columns.arrival[rows], prep.aborts, make=prep.request)
+        executor = SimExecutor(oracle, resolved.latency_model, propose_drafts=depth == 1)
+        world = SimWorld(engine, executor, resolved.cpu_model, inputs, until=cfg.max_sim_time)
+        inputs.pos = start
+        metrics = MetricsRecorder(policy, prep.columns, world.clock, record_itl=cfg.record_itl)
+        inputs.make = _arrival_factory(prep, rows, oracle, metrics)  # Requests built when they arrive
+        engine.observer = world.metrics = metrics
+        return SplitRun(engine, world, metrics, depth)
+
+    def tables(self, run: SplitRun) -> Tables:
+        """The run's tables and ITL samples."""
+        return build_tables(self.cfg, self.prep, run.metrics)
+
+
+def build_tables(cfg: RunConfig, prep: Any, m: MetricsRecorder) -> Tables:
+    """The recorder's tables (RunResult's) and its ITL samples."""
+    requests = requests_table(m, prep.targets, prep.rejected)
+    steps, timeline = steps_table(m), timeline_table(m)
+    itl = itl_table(m) if cfg.record_itl else None
+    return Tables(requests, steps, timeline, itl, m.itl_gaps.arrays())
+
+
+def _replay(build: _Builder, cfg: RunConfig, prep: PreparedWorkload, progress: bool
+            ) -> tuple[SplitRun, Merged | None, str]:
+    """Run the workload, in two processes where a split is possible (schedsim.segments)."""
+    run = build(0)
+    split, reason = plan_split(cfg, prep, build.rows, run)
+    bar = _progress_bar(len(prep), progress)  # follows this process; the helper's part at the end
     if bar is not None:
-        world.on_progress = _bar_updater(bar, metrics)
+        run.world.on_progress = _bar_updater(bar, run.metrics)
+    merged = None
     try:
-        world.run()
+        if split is None:
+            run.world.run()
+            return run, None, reason
+        try:
+            merged = run_split(run, split, build, build.tables)
+            return run, merged, "serial: no idle point shared with the helper"
+        except HelperFailed as exc:  # the helper's error, if real, comes back from the serial run
+            run = build(0)
+            run.world.run()
+            return run, None, f"serial: {exc}"
     finally:
         if bar is not None:
-            bar.update(metrics.num_done - bar.n)
+            done = run.metrics.num_done if merged is None else int(
+                merged.tables.requests["finish_reason"].notna().sum())
+            bar.update(done - bar.n)
             bar.close()
-    result = _result(cfg, resolved, prep, metrics, depth, time.perf_counter() - wall0)
-    result.summary["fast_forward_jumps"] = world.num_jumps  # diagnostics, like sim_wall_s
-    result.summary["fast_forward_steps"] = world.num_jumped_steps
-    return result
 
 
 def _arrival_factory(prep: PreparedWorkload, rows: Any, oracle: WorkloadOracle,
@@ -114,11 +167,14 @@ def _bar_updater(bar: Any, metrics: MetricsRecorder) -> Any:
 
 def _result(cfg: RunConfig, resolved: Any, prep: Any, metrics: MetricsRecorder, depth: int,
             wall: float) -> RunResult:
-    """Assemble the tables and the summary."""
-    requests = requests_table(metrics, prep.targets, prep.rejected)
-    steps, timeline = steps_table(metrics), timeline_table(metrics)
-    itl = itl_table(metrics) if cfg.record_itl else None
-    summary = summarize(requests, steps, timeline, metrics.itl_gaps.arrays(), cfg, wall)
+    """Assemble the tables and the summary of one recorder's run."""
+    return _assemble(cfg, resolved, build_tables(cfg, prep, metrics), metrics, depth, wall)
+
+
+def _assemble(cfg: RunConfig, resolved: Any, t: Tables, metrics: MetricsRecorder, depth: int,
+              wall: float) -> RunResult:
+    """The RunResult of a run's tables: its summary and its config."""
+    summary = summarize(t.requests, t.steps, t.timeline, t.itl_gaps, cfg, wall)
     summary["engine"] = "sync" if depth == 1 else f"batch_queue(depth={depth})"
     skips = getattr(getattr(metrics.policy, "stats", None), "num_prefix_skips", None)
     summary["num_prefix_skips"] = int(skips) if skips is not None else 0  # TensorRT-LLM skipping
@@ -126,4 +182,4 @@ def _result(cfg: RunConfig, resolved: Any, prep: Any, metrics: MetricsRecorder, 
     config["engine_resolved"] = summary["engine"]
     core = accel.status()  # which build ran (speed only: both give the same tables)
     config["compiled_core"] = {"active": core.active, "reason": core.reason}
-    return RunResult(requests, steps, timeline, summary, config, itl)
+    return RunResult(t.requests, t.steps, t.timeline, summary, config, t.itl)

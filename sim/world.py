@@ -116,6 +116,9 @@ class SimWorld:
         # fast-forward: each decode batch size's CPU phase costs (fastforward_timeline)
         self.ff_decode_costs: dict[int, tuple[float, float, float, float]] = {}
         self.finished = False
+        # time-parallel runs (schedsim.segments): called where the engine idles before an
+        # arrival; True ends this run there, spliced to another process's run of the rest
+        self.on_idle: Callable[[Any, float], bool] | None = None
 
     def clock(self) -> float:
         """The engine thread's current time (for the metrics recorder)."""
@@ -189,6 +192,8 @@ class SimWorld:
             elif isinstance(wait, WaitArrival):
                 due = self.inputs.next_time()
                 if due is not None:
+                    if self.on_idle is not None and self.on_idle(self, due):
+                        return
                     t = due if due > self.cpu_now else self.cpu_now
                     if t > until:
                         return

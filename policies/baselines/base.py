@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..config import SchedulerConfig
 from ..kv_cache import KVCacheManager, cdiv
@@ -92,6 +93,14 @@ class BasePolicy:
     def has_requests(self) -> bool:
         """Unfinished requests, or finishes not yet reported in a plan."""
         return bool(self.requests) or bool(self.finished_req_ids)
+
+    def idle_state(self) -> tuple[Any, ...] | None:
+        """At an idle point: what later decisions could still depend on (None: work is held);
+        see schedsim.segments."""
+        if self.has_requests() or self.waiting or self.running or self.preempted_req_ids:
+            return None
+        kv = self.kv.idle_state()
+        return None if kv is None else (type(self).__name__, kv)
 
     def get_request_counts(self) -> tuple[int, int]:
         """(running, waiting): everything not waiting counts as running."""

@@ -11,6 +11,7 @@ batch k, process batch k-1's result, schedule k+1 (see docs/policies-sglang.md).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from ..baselines.base import BasePolicy
 from ..interface import register_policy
@@ -45,6 +46,16 @@ class SGLangOverlapPolicy(SGLangFastForwardMixin, BasePolicy):
         self.chunked_req: Request | None = None
         self.last_extend_reqs: list[Request] = []
         self.batch_is_full = False
+
+    def idle_state(self) -> tuple[Any, ...] | None:
+        """BasePolicy's, plus what SGLang carries between batches: the new-token ratio (reset
+        when idle), the full-batch flag and the free request slots; None while a chunk or an
+        extend batch is held."""
+        base = super().idle_state()
+        if base is None or self.chunked_req is not None or self.last_extend_reqs or self.max_new \
+                or self.pool.slot_of:
+            return None
+        return base, self.ratio.current, self.batch_is_full, self.pool.available_size()
 
     # ---- intake ----
     def add_request(self, request: Request) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from mypy_extensions import trait
 
@@ -51,6 +52,15 @@ class LifecycleMixin(VllmState):
     def has_requests(self) -> bool:
         """Unfinished requests, or finished ones not yet reported in a plan."""
         return self.has_unfinished_requests() or bool(self.finished_req_ids)
+
+    def idle_state(self) -> tuple[Any, ...] | None:
+        """At an idle point: what later decisions could still depend on (None: work is held).
+        Two runs idle in equal states decide alike from then on (schedsim.segments splices them)."""
+        if (self.requests or self.has_requests() or self.recompute_frontier
+                or self.preempted_req_ids):
+            return None
+        kv = self.kv.idle_state()
+        return None if kv is None else ("vllm", self.is_async, kv)
 
     def get_request_counts(self) -> tuple[int, int]:
         """(running, waiting)."""
