@@ -81,7 +81,7 @@ class RunConfig:
                                    "tables as step by step; docs/performance.md)")
     parallel: str = _f("auto", "time-parallel replay in a helper process, spliced at a shared idle "
                                 "point (exact: same tables as one process): auto (2+ CPUs and "
-                                "4096+ arrivals), on or off; docs/performance.md")
+                                "4,096-250,000 arrivals), on or off; docs/performance.md")
 
     def __post_init__(self) -> None:
         """Reject impossible values, naming the field."""

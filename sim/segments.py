@@ -35,6 +35,7 @@ from .segments_merge import Tables
 from .world import ARRIVAL, InputStream
 
 MIN_ARRIVALS = 4096  # 'auto': below this a split saves less than the fork costs
+MAX_ARRIVALS = 250_000  # 'auto': above this the helper's recorder would double a long run's memory
 SPLIT_WORK = 0.5  # the helper starts where half of the trace's tokens have arrived
 
 
@@ -148,6 +149,8 @@ def _unsplittable(mode: str, num_arrivals: int, run: SplitRun) -> str:
         return "serial: one CPU"
     if mode == "auto" and num_arrivals < MIN_ARRIVALS:
         return f"serial: fewer than {MIN_ARRIVALS} arrivals"
+    if mode == "auto" and num_arrivals > MAX_ARRIVALS:
+        return f"serial: more than {MAX_ARRIVALS} arrivals (the helper would double the memory)"
     return ""
 
 

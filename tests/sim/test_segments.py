@@ -137,10 +137,14 @@ def test_helper_failure_reruns_serially(monkeypatch: pytest.MonkeyPatch) -> None
     assert "helper broke" in split.config["parallel_resolved"]
 
 
-def test_auto_and_off_modes_stay_serial_on_small_runs() -> None:
-    cfg = small_config("vllm", "sync", 40, 4, 0)
-    res = simulate(cfg, workload=bursts([6, 5, 7]))
+def test_auto_mode_splits_only_mid_sized_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg, wl = small_config("vllm", "sync", 40, 4, 0), bursts([6, 5, 7])
+    res = simulate(cfg, workload=wl)
     assert res.config["parallel_resolved"] == f"serial: fewer than {segments.MIN_ARRIVALS} arrivals"
+    monkeypatch.setattr(segments, "MIN_ARRIVALS", 10)
+    assert was_split(simulate(cfg, workload=wl))
+    monkeypatch.setattr(segments, "MAX_ARRIVALS", 12)
+    assert simulate(cfg, workload=wl).config["parallel_resolved"].startswith("serial: more than 12")
     with pytest.raises(ValueError, match="RunConfig.parallel"):
         RunConfig(parallel="yes")
 
