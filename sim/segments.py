@@ -37,6 +37,8 @@ from .world import ARRIVAL, InputStream
 MIN_ARRIVALS = 4096  # 'auto': below this a split saves less than the fork costs
 MAX_ARRIVALS = 250_000  # 'auto': above this the helper's recorder would double a long run's memory
 SPLIT_WORK = 0.5  # the helper starts where half of the trace's tokens have arrived
+MIN_TAIL = 0.1  # no split where less than this share of the tokens is still to arrive: the
+                # helper's tables would take longer to ship than the rest takes to simulate
 
 
 @dataclass
@@ -57,6 +59,7 @@ class SplitPlan:
     safe: np.ndarray  # per stream position: a split there is prefix-safe
     row_pos: np.ndarray  # workload row -> stream position of its arrival (-1: never arrives)
     num_positions: int
+    last_split: int  # no split after this stream position (MIN_TAIL)
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,8 @@ def plan_split(cfg: RunConfig, prep: Any, rows: np.ndarray, run: SplitRun
         return None, "serial: no prefix-safe arrival in the second half"
     row_pos = np.full(len(prep), -1, dtype=np.int64)
     row_pos[arrival_rows] = arrivals
-    return SplitPlan(int(starts[0]), safe, row_pos, len(kinds)), ""
+    last = int(arrivals[min(len(arrivals) - 1, int(np.searchsorted(cum, (1 - MIN_TAIL) * cum[-1])))])
+    return SplitPlan(int(starts[0]), safe, row_pos, len(kinds), last), ""
 
 
 def _unsplittable(mode: str, num_arrivals: int, run: SplitRun) -> str:

@@ -7,6 +7,7 @@ shares, tells the helper where, and joins its own rows before the split to the h
 
 from __future__ import annotations
 
+import gc
 import mmap
 import os
 import time
@@ -62,7 +63,7 @@ class _ParentHook:
 
     def __call__(self, world: Any, due: float) -> bool:
         """True (stop here) once an idle point of ours is one of the helper's."""
-        if world.inputs.pos < self.plan.start:
+        if not self.plan.start <= world.inputs.pos <= self.plan.last_split:
             return False
         pt = idle_point(world, due, self.plan.safe)
         if pt is not None:
@@ -96,10 +97,12 @@ def run_split(run: SplitRun, plan: SplitPlan, build: Callable[[int], SplitRun],
     """Run with a helper; None when no split was found (`run` is then the whole serial run)."""
     board = _Board(plan.num_positions)
     ours, theirs = Pipe()
+    gc.freeze()  # the helper's collector leaves our objects alone: fewer copy-on-write pages
     pid = os.fork()
     if pid == 0:  # the helper: never returns
         ours.close()
         _helper(theirs, board, plan, build, tables)
+    gc.unfreeze()
     theirs.close()
     hook = _ParentHook(board, plan, pid)
     try:

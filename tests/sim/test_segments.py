@@ -241,3 +241,14 @@ def test_arrival_during_the_last_update_is_no_split_point() -> None:
     assert_identical(serial, split)
     assert split.config["parallel_resolved"]["helper_start_position"] == 3
     assert split.config["parallel_resolved"]["split_position"] == 4
+
+
+def test_no_split_in_the_last_tenth(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The only shared idle point leaves 2 of 42 requests: shipping tables would cost more."""
+    cfg, wl = small_config("vllm", "sync", 40, 4, 0), bursts([20, 20, 2], prompt=30)
+    serial, split = split_and_serial(cfg, wl)
+    assert_identical(serial, split)
+    assert split.config["parallel_resolved"] == "serial: no idle point shared with the helper"
+    monkeypatch.setattr(segments, "MIN_TAIL", 0.0)
+    assert simulate(dataclasses.replace(cfg, parallel="on"), workload=wl).config[
+        "parallel_resolved"]["split_position"] == 40
