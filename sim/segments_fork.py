@@ -79,7 +79,6 @@ class _ParentHook:
         self.pending = undecided
         return False
 
-
     def _wait(self, p: IdlePoint) -> bool:
         """The helper's verdict on p, waiting for it (False if the helper died first)."""
         while True:
@@ -109,9 +108,10 @@ def run_split(run: SplitRun, plan: SplitPlan, build: Callable[[int], SplitRun],
         run.world.on_idle = hook
         run.world.run()
         if hook.split is None:
-            ours.send(("quit", -1))
+            _tell(ours, ("quit", -1))  # the helper may be gone already: nothing is lost
             return None
-        ours.send(("split", hook.split.pos))
+        if not _tell(ours, ("split", hook.split.pos)):
+            raise HelperFailed("the helper process died before the split")
         mine = head(tables(run), hook.split, plan)
         msg = _receive(ours)
         return Merged(join(mine, msg[1], hook.split, msg[2], plan), _jumps(hook.split, msg[2], msg[3]),
@@ -119,6 +119,15 @@ def run_split(run: SplitRun, plan: SplitPlan, build: Callable[[int], SplitRun],
     finally:
         ours.close()
         _reap(hook.pid)
+
+
+def _tell(conn: Connection, msg: tuple[str, int]) -> bool:
+    """Send the helper its answer; False if it is gone."""
+    try:
+        conn.send(msg)
+        return True
+    except OSError:
+        return False
 
 
 def _receive(conn: Connection) -> tuple[Any, ...]:

@@ -252,3 +252,25 @@ def test_no_split_in_the_last_tenth(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(segments, "MIN_TAIL", 0.0)
     assert simulate(dataclasses.replace(cfg, parallel="on"), workload=wl).config[
         "parallel_resolved"]["split_position"] == 40
+
+
+@pytest.mark.parametrize("case", ["shuffled rows", "rejected prompt", "max_sim_time", "kv-load failures"])
+def test_split_edge_cases_identical(case: str) -> None:
+    wl = bursts([6, 5, 7, 6, 5, 6], prompt=40)
+    kw: dict = {}
+    if case == "shuffled rows":  # workload order is not arrival order
+        wl = wl.sample(frac=1.0, random_state=3).reset_index(drop=True)
+    elif case == "rejected prompt":  # never arrives: its row keeps 'rejected' from either side
+        wl.loc[[3, 20], "prompt_tokens"] = 400
+    elif case == "max_sim_time":  # both runs stop inside the last burst
+        kw["max_sim_time"] = float(wl["arrival_time"].iloc[-3]) + 0.01
+    else:
+        kw["kv_load_failure_fraction"] = 0.3
+    cfg = small_config("vllm-async", "auto", 40, 4, 2, **kw)
+    serial, split = split_and_serial(cfg, wl)
+    assert_identical(serial, split)
+    assert was_split(split)
+    if case == "rejected prompt":
+        assert (serial.requests["finish_reason"] == "rejected").sum() == 2
+    if case == "max_sim_time":
+        assert serial.requests["finish_reason"].isna().any()
