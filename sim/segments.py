@@ -16,9 +16,10 @@ prefix with a request after it (schedsim.policies.kv_cache.hashing: prompts know
 length are private to their request); the free list's order and stale cached blocks then change
 block ids only, which no table shows.
 
-Policies opt in by declaring `idle_state()`: vLLM's two schedulers, the baselines and SGLang's
-overlap scheduler. TensorRT-LLM's does not: its counters outside the tables (prefix skips) and
-its capacity scheduler's carried state would need merging too, so it always runs in one process.
+Policies opt in by declaring `idle_state()`; every registered one does (vLLM's two schedulers,
+TensorRT-LLM's, the baselines, SGLang's). A policy without it runs in one process. What the
+summary counts outside the tables (fast-forward jumps, TensorRT-LLM's prefix skips) is carried
+by `run_counters()` and added up across the split.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ class IdlePoint:
     pos: int
     launched: int  # steps launched before it (the step ids after it are shifted by this)
     itl_mark: tuple[int, float, int]  # RunLengths.mark() of the ITL samples
-    jumps: tuple[int, int]  # fast-forward jumps and jumped steps so far
+    counters: tuple[int, ...]  # run_counters(): what the summary counts outside the tables
     state: tuple[Any, ...]  # must be equal in both runs
 
     def digest(self) -> bytes:
@@ -80,10 +81,10 @@ class IdlePoint:
 
 @dataclass(frozen=True)
 class Merged:
-    """The spliced run: tables, fast-forward counters and where the split fell."""
+    """The spliced run: tables, run_counters() and where the split fell."""
 
     tables: Tables
-    jumps: tuple[int, int]
+    counters: tuple[int, ...]
     start: int
     split: IdlePoint
 
@@ -108,9 +109,15 @@ def idle_point(world: Any, due: float, safe: np.ndarray) -> IdlePoint | None:
     policy_state = fn() if fn is not None else None
     if policy_state is None:
         return None
-    return IdlePoint(pos, eng.num_launched, m.itl_gaps.mark(),
-                     (world.num_jumps, world.num_jumped_steps),
+    return IdlePoint(pos, eng.num_launched, m.itl_gaps.mark(), run_counters(world),
                      (policy_state, tuple(m.hol.preempted)))
+
+
+def run_counters(world: Any) -> tuple[int, int, int]:
+    """Counts the summary takes from the run, not its tables: fast-forward jumps and jumped
+    steps, TensorRT-LLM's prefix skips (a split run adds the helper's after the split)."""
+    skips = getattr(getattr(world.engine.policy, "stats", None), "num_prefix_skips", 0)
+    return world.num_jumps, world.num_jumped_steps, int(skips)
 
 
 def plan_split(cfg: RunConfig, prep: Any, rows: np.ndarray, run: SplitRun

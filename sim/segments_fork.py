@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .segments import IdlePoint, Merged, SplitPlan, SplitRun, idle_point
+from .segments import IdlePoint, Merged, SplitPlan, SplitRun, idle_point, run_counters
 from .segments_merge import Tables, head, join, tail
 
 # At an idle point the helper has not reached yet, this process runs on (fastest: it may finish
@@ -114,8 +114,8 @@ def run_split(run: SplitRun, plan: SplitPlan, build: Callable[[int], SplitRun],
             raise HelperFailed("the helper process died before the split")
         mine = head(tables(run), hook.split, plan)
         msg = _receive(ours)
-        return Merged(join(mine, msg[1], hook.split, msg[2], plan), _jumps(hook.split, msg[2], msg[3]),
-                      plan.start, hook.split)
+        return Merged(join(mine, msg[1], hook.split, msg[2], plan),
+                      _counters(hook.split, msg[2], msg[3]), plan.start, hook.split)
     finally:
         ours.close()
         _reap(hook.pid)
@@ -141,9 +141,9 @@ def _receive(conn: Connection) -> tuple[Any, ...]:
     return msg
 
 
-def _jumps(split: IdlePoint, theirs: IdlePoint, total: tuple[int, int]) -> tuple[int, int]:
-    """Fast-forward counters of the spliced run: ours before the split, the helper's after."""
-    return (split.jumps[0] + total[0] - theirs.jumps[0], split.jumps[1] + total[1] - theirs.jumps[1])
+def _counters(split: IdlePoint, theirs: IdlePoint, total: tuple[int, ...]) -> tuple[int, ...]:
+    """run_counters() of the spliced run: ours before the split, the helper's after it."""
+    return tuple(a + t - b for a, b, t in zip(split.counters, theirs.counters, total, strict=True))
 
 
 def _reap(pid: int) -> None:
@@ -183,7 +183,7 @@ def _helper(conn: Connection, board: _Board, plan: SplitPlan, build: Callable[[i
         if kind == "split":
             pt = points[pos]
             conn.send(("tables", tail(full, pt, plan), pt,
-                       (run.world.num_jumps, run.world.num_jumped_steps)))
+                       run_counters(run.world)))
     except BaseException:  # noqa: BLE001 (reported to the parent, which reruns serially)
         code = 1
         try:

@@ -19,7 +19,7 @@ from .metrics_tables import itl_table, requests_table, steps_table, timeline_tab
 from .oracle import WorkloadOracle
 from .policies import Request, make_policy
 from .results import RunResult
-from .segments import Merged, SplitRun, plan_split
+from .segments import Merged, SplitRun, plan_split, run_counters
 from .segments_fork import HelperFailed, run_split
 from .segments_merge import Tables
 from .setup import resolve_run
@@ -69,8 +69,9 @@ def simulate(config: RunConfig | None = None, workload: pd.DataFrame | None = No
     run, merged, reason = _replay(build, cfg, prep, progress)
     tables = merged.tables if merged is not None else build.tables(run)
     result = _assemble(cfg, resolved, tables, run.metrics, run.depth, time.perf_counter() - wall0)
-    jumps = merged.jumps if merged is not None else (run.world.num_jumps, run.world.num_jumped_steps)
-    result.summary["fast_forward_jumps"], result.summary["fast_forward_steps"] = jumps  # diagnostics
+    counters = merged.counters if merged is not None else run_counters(run.world)
+    s = result.summary  # fast-forward diagnostics, TensorRT-LLM's prefix skips
+    s["fast_forward_jumps"], s["fast_forward_steps"], s["num_prefix_skips"] = counters
     result.config["parallel_resolved"] = merged.describe() if merged is not None else reason
     return result
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..kv_cache import KVCacheManager
 from ..plan import RequestOutput, StepPlan, StepResult
@@ -95,6 +96,14 @@ class TrtllmPolicy(TrtllmFastForwardMixin):
     def has_requests(self) -> bool:
         """Unfinished requests, or finishes not yet reported in a plan."""
         return bool(self.active) or bool(self._finished_ids)
+
+    def idle_state(self) -> tuple[Any, ...] | None:
+        """At an idle point: what later decisions could still depend on (None: work is held).
+        The capacity and micro-batch schedulers carry nothing between steps; see schedsim.segments."""
+        if self.has_requests() or self.requests or self.inflight:
+            return None
+        kv = self.kv.idle_state()
+        return None if kv is None else ("trtllm", self.capacity_policy.value, kv)
 
     def get_request_counts(self) -> tuple[int, int]:
         """(running, waiting): running = admitted and executed since its last (re)admission."""

@@ -29,8 +29,7 @@ def _wait_for_helper(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(segments_fork, "WAIT_FOR_HELPER", True)
 
 
-SPLITTING = ["vllm", "vllm-async", "orca", "sarathi", "static", "sglang-overlap"]
-SERIAL_ONLY = sorted({i.name for i in list_policies()} - set(SPLITTING))
+SPLITTING = [i.name for i in list_policies()]  # every registered policy declares idle_state()
 
 
 def bursts(sizes: list[int], gap: float = 2.0, spread: float = 0.01, prompt: int = 60,
@@ -110,11 +109,13 @@ def test_kv_starved_trace_splits_with_preemptions(policy: str) -> None:
     assert serial.summary["num_preemptions"] + serial.summary["num_pauses"] > 0
 
 
-@pytest.mark.parametrize("policy", SERIAL_ONLY)
-def test_policies_without_idle_state_run_serially(policy: str) -> None:
-    serial, split = split_and_serial(small_config(policy, "auto", 40, 4, 0), bursts([5, 5, 5]))
+def test_a_policy_without_idle_state_runs_serially(monkeypatch: pytest.MonkeyPatch) -> None:
+    from schedsim.policies.trtllm.policy import TrtllmPolicy
+    monkeypatch.setattr(TrtllmPolicy, "idle_state", None)
+    cfg = small_config("trtllm:max-utilization", "auto", 40, 4, 0)
+    serial, split = split_and_serial(cfg, bursts([5, 5, 5]))
     assert_identical(serial, split)
-    assert "declares no idle_state()" in split.config["parallel_resolved"]
+    assert split.config["parallel_resolved"] == "serial: policy TrtllmPolicy declares no idle_state()"
 
 
 def test_no_shared_idle_point_runs_serially(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -274,3 +275,23 @@ def test_split_edge_cases_identical(case: str) -> None:
         assert (serial.requests["finish_reason"] == "rejected").sum() == 2
     if case == "max_sim_time":
         assert serial.requests["finish_reason"].isna().any()
+
+
+def test_trtllm_prefix_skips_are_added_across_the_split() -> None:
+    """Each burst shares one prompt prefix within itself only: splits fall between bursts, and
+    the summary's prefix-skip count (outside the tables) is ours plus the helper's."""
+    wl = bursts([6, 6, 6, 6], prompt=200, spread=0.0)
+    wl["prompt_tokens"] = 192
+    wl["prompt_block_hashes"] = pd.Series([[500 + i // 6, 900 + i // 6, 950 + i // 6]
+                                           for i in range(24)], dtype=object)
+    wl.attrs["prefix_block_size"] = 64
+    cfg = RunConfig(policy="trtllm:guaranteed-no-evict", block_size=16, num_gpu_blocks=400,
+                    max_model_len=512, latency_model="roofline", enable_prefix_caching=True,
+                    policy_options={"enable_prefix_aware_scheduling": True})
+    serial, split = split_and_serial(cfg, wl)
+    assert_identical(serial, split)
+    assert was_split(split)
+    assert serial.summary["num_prefix_skips"] > 0
+    skips_before = simulate(dataclasses.replace(cfg, parallel="off"), workload=wl[
+        wl.index < split.config["parallel_resolved"]["split_position"]]).summary["num_prefix_skips"]
+    assert 0 < skips_before < serial.summary["num_prefix_skips"]  # both sides skipped
