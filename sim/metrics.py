@@ -116,6 +116,14 @@ class MetricsRecorder:
         for i, r in enumerate(requests or ()):
             self.admit(i, r)
 
+    def idle_state(self) -> tuple[str, ...] | None:
+        """At an idle point (schedsim.segments): None while a request is followed or a
+        head-of-line charge is pending, else the preempted ids the HOL tracker still holds."""
+        hol = self.hol
+        if self.live or hol.count or hol._pending is not None:
+            return None
+        return tuple(hol.preempted)
+
     def admit(self, i: int, request: Request) -> None:
         """Workload row i's Request now exists (built on arrival); followed until it finishes."""
         self.stats[request.request_id] = LiveStats(i)

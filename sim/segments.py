@@ -102,22 +102,23 @@ def idle_point(world: Any, due: float, safe: np.ndarray) -> IdlePoint | None:
         return None
     if not (world.cpu_now <= due and world.gpu_free <= due):  # NaN: a sample still held
         return None
-    eng, m = world.engine, world.metrics
-    if eng._queue or eng._held or eng.requests or m.live or m.hol.count or m.hol._pending is not None:
+    engine_state, recorder_state = world.engine.idle_state(), world.metrics.idle_state()
+    if engine_state is None or recorder_state is None:
         return None
-    fn = getattr(eng.policy, "idle_state", None)
-    policy_state = fn() if fn is not None else None
-    if policy_state is None:
-        return None
-    return IdlePoint(pos, eng.num_launched, m.itl_gaps.mark(), run_counters(world),
-                     (policy_state, tuple(m.hol.preempted)))
+    return IdlePoint(pos, world.engine.num_launched, world.metrics.itl_gaps.mark(),
+                     run_counters(world), (engine_state, recorder_state))
+
+
+def prefix_skips(policy: Any) -> int:
+    """TensorRT-LLM's prefix-aware skips so far (0 for the other policies)."""
+    skips = getattr(getattr(policy, "stats", None), "num_prefix_skips", None)
+    return int(skips) if skips is not None else 0
 
 
 def run_counters(world: Any) -> tuple[int, int, int]:
     """Counts the summary takes from the run, not its tables: fast-forward jumps and jumped
     steps, TensorRT-LLM's prefix skips (a split run adds the helper's after the split)."""
-    skips = getattr(getattr(world.engine.policy, "stats", None), "num_prefix_skips", 0)
-    return world.num_jumps, world.num_jumped_steps, int(skips)
+    return world.num_jumps, world.num_jumped_steps, prefix_skips(world.engine.policy)
 
 
 def plan_split(cfg: RunConfig, prep: Any, rows: np.ndarray, run: SplitRun

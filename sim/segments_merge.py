@@ -45,8 +45,9 @@ def head(t: Tables, split: Any, plan: Any) -> Tables:
     before = ~_after(plan, split)
     n = split.launched
     timeline = t.timeline
-    if len(timeline) and int(timeline["step"].iat[-1]) >= n:  # ran on: drop what came after
-        timeline = timeline[timeline["step"].to_numpy() < n].reset_index(drop=True)
+    keep = timeline["step"].to_numpy() < n
+    if not keep.all():  # ran on past the split: drop what came after
+        timeline = timeline[keep].reset_index(drop=True)
     return Tables(t.requests, t.steps.iloc[:n], timeline, _itl_rows(t.itl, t.requests, before),
                   runs_before(t.itl_gaps, split.itl_mark))
 

@@ -19,7 +19,7 @@ from .metrics_tables import itl_table, requests_table, steps_table, timeline_tab
 from .oracle import WorkloadOracle
 from .policies import Request, make_policy
 from .results import RunResult
-from .segments import Merged, SplitRun, plan_split, run_counters
+from .segments import Merged, SplitRun, plan_split, prefix_skips, run_counters
 from .segments_fork import HelperFailed, run_split
 from .segments_merge import Tables
 from .setup import resolve_run
@@ -70,7 +70,7 @@ def simulate(config: RunConfig | None = None, workload: pd.DataFrame | None = No
     tables = merged.tables if merged is not None else build.tables(run)
     result = _assemble(cfg, resolved, tables, run.metrics, run.depth, time.perf_counter() - wall0)
     counters = merged.counters if merged is not None else run_counters(run.world)
-    s = result.summary  # fast-forward diagnostics, TensorRT-LLM's prefix skips
+    s = result.summary  # fast-forward diagnostics; prefix skips added up across a split
     s["fast_forward_jumps"], s["fast_forward_steps"], s["num_prefix_skips"] = counters
     result.config["parallel_resolved"] = merged.describe() if merged is not None else reason
     return result
@@ -177,8 +177,7 @@ def _assemble(cfg: RunConfig, resolved: Any, t: Tables, metrics: MetricsRecorder
     """The RunResult of a run's tables: its summary and its config."""
     summary = summarize(t.requests, t.steps, t.timeline, t.itl_gaps, cfg, wall)
     summary["engine"] = "sync" if depth == 1 else f"batch_queue(depth={depth})"
-    skips = getattr(getattr(metrics.policy, "stats", None), "num_prefix_skips", None)
-    summary["num_prefix_skips"] = int(skips) if skips is not None else 0  # TensorRT-LLM skipping
+    summary["num_prefix_skips"] = prefix_skips(metrics.policy)  # TensorRT-LLM skipping
     config = resolved.describe()
     config["engine_resolved"] = summary["engine"]
     core = accel.status()  # which build ran (speed only: both give the same tables)

@@ -97,7 +97,7 @@ class BasePolicy:
     def idle_state(self) -> tuple[Any, ...] | None:
         """At an idle point: what later decisions could still depend on (None: work is held);
         see schedsim.segments."""
-        if self.has_requests() or self.waiting or self.running or self.preempted_req_ids:
+        if self.has_requests() or self.preempted_req_ids:  # waiting and running are in requests
             return None
         kv = self.kv.idle_state()
         return None if kv is None else (type(self).__name__, kv)
