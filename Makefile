@@ -29,17 +29,17 @@ venv-backend: $(VENV)/.installed-backend
 # (~1 min). `run` goes on in pure Python if no C compiler is found; `test` requires it.
 # The manifest is make's stamp: the build's own check (sha256 of every source, ~0.7 s) runs only
 # when a source is newer, and the manifest is touched once the build is current.
-ACCEL_SRC := $(wildcard sim/*.py sim/latency/*.py policies/*.py policies/*/*.py)
+ACCEL_SRC := $(wildcard sim/*.py sim/*/*.py policies/*.py policies/*/*.py)
 ACCEL_MANIFEST := sim/_compiled/manifest.json
 
 accel: $(ACCEL_MANIFEST)
 
 $(ACCEL_MANIFEST): $(ACCEL_SRC) $(VENV)/.installed
-	SCHEDSIM_PURE=1 $(BIN)/python -m schedsim.accel_build --if-stale --soft
-	@SCHEDSIM_PURE=1 $(BIN)/python -m schedsim.accel_build --check >/dev/null 2>&1 && touch $@ || true
+	SCHEDSIM_PURE=1 $(BIN)/python -m schedsim.accel.build --if-stale --soft
+	@SCHEDSIM_PURE=1 $(BIN)/python -m schedsim.accel.build --check >/dev/null 2>&1 && touch $@ || true
 
 accel-strict: venv
-	SCHEDSIM_PURE=1 $(BIN)/python -m schedsim.accel_build --if-stale
+	SCHEDSIM_PURE=1 $(BIN)/python -m schedsim.accel.build --if-stale
 
 run: accel
 	$(BIN)/schedsim run --out runs/default
@@ -58,7 +58,7 @@ bench: accel
 	$(BIN)/python bench/bench_default.py
 
 notebooks: venv
-	$(BIN)/python -m schedsim.notebooks_render notebooks runs/notebooks
+	$(BIN)/python -m schedsim.outputs.notebooks notebooks runs/notebooks
 
 clean:
 	rm -rf $(VENV) runs build *.egg-info sim/_compiled

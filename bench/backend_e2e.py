@@ -11,8 +11,8 @@ import time
 
 import numpy as np
 import pandas as pd
-from schedsim.config import RunConfig
-from schedsim.realtime_run import run_real
+from schedsim.run.config import RunConfig
+from schedsim.run.real import run_real
 
 
 def workload(n: int, rate: float, seed: int = 0) -> pd.DataFrame:

@@ -10,10 +10,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from schedsim.config import RunConfig
-from schedsim.outputs import write_run
-from schedsim.plots import write_run_plots
-from schedsim.simulate import simulate
+from schedsim.run.config import RunConfig
+from schedsim.outputs.files import write_run
+from schedsim.outputs.plots import write_run_plots
+from schedsim.run.simulate import simulate
 
 
 def main() -> None:

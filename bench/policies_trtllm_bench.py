@@ -12,7 +12,7 @@ import time
 
 import pandas as pd
 from schedsim import simulate
-from schedsim.config import RunConfig
+from schedsim.run.config import RunConfig
 from schedsim.policies import register_policy
 from schedsim.policies.trtllm import CapacitySchedulerPolicy, TrtllmConfig, TrtllmPolicy
 

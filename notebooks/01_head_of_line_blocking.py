@@ -38,9 +38,9 @@
 import os
 
 import pandas as pd
-from schedsim.compare import compare_table, run_variants, side_by_side
-from schedsim.config import RunConfig
-from schedsim.plots_compare import plot_latency_cdfs
+from schedsim.experiments.compare import compare_table, run_variants, side_by_side
+from schedsim.run.config import RunConfig
+from schedsim.outputs.compare_plots import plot_latency_cdfs
 from schedsim.policies import list_policies
 
 SMOKE = os.environ.get("SCHEDSIM_SMOKE") == "1"

@@ -33,10 +33,10 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
-from schedsim.config import RunConfig
-from schedsim.plots_compare import plot_metric_vs_knob
+from schedsim.run.config import RunConfig
+from schedsim.outputs.compare_plots import plot_metric_vs_knob
 from schedsim.policies import list_policies
-from schedsim.sweep import expand_grid, run_sweep
+from schedsim.experiments.sweep import expand_grid, run_sweep
 
 SMOKE = os.environ.get("SCHEDSIM_SMOKE") == "1"
 N_REQUESTS = 30 if SMOKE else 500

@@ -33,9 +33,9 @@ import os
 
 import pandas as pd
 
-from schedsim.compare import compare_table, run_variants
-from schedsim.config import RunConfig
-from schedsim.plots_compare import plot_latency_cdfs, plot_over_time
+from schedsim.experiments.compare import compare_table, run_variants
+from schedsim.run.config import RunConfig
+from schedsim.outputs.compare_plots import plot_latency_cdfs, plot_over_time
 from schedsim.policies import list_policies
 from schedsim.traces import head, load_workload, prefix_sharing, window
 

@@ -14,7 +14,7 @@
 # **Question.** How close are the simulator's step times and request latencies to what the same
 # policy does on a real model?
 #
-# `schedsim.realtime_validate.validate` answers it in three moves:
+# `schedsim.experiments.validate.validate` answers it in three moves:
 #
 # 1. **Calibrate**: time the real backend on a grid of step shapes (a prefill chunk over cached
 #    context plus D decodes) and fit the whole-step latency model to those measurements.
@@ -37,7 +37,7 @@ import os
 import pandas as pd
 from matplotlib.figure import Figure
 
-from schedsim.config import RunConfig
+from schedsim.run.config import RunConfig
 from schedsim.traces import head, load_workload
 
 SMOKE = os.environ.get("SCHEDSIM_SMOKE") == "1"
@@ -62,7 +62,7 @@ workload[["prompt_tokens", "output_tokens"]].describe().T.round(1)
 # %%
 if HAVE_TORCH:
     from schedsim.backend.calibrate import CalibrationGrid
-    from schedsim.realtime_validate import validate
+    from schedsim.experiments.validate import validate
 
     grid = (CalibrationGrid(prefill_tokens=(0, 32, 128), prefill_context=(0, 64), num_decodes=(0, 1, 4),
                             decode_context=(32,), repeats=1) if SMOKE else

@@ -1,7 +1,7 @@
 """Exact fast-forward, the policy side shared by every policy that supports it.
 
 A stretch is a run of engine-loop iterations in which `schedule()` gives every running request
-exactly one token and `update_from_output` finishes none. The simulator (`schedsim.fastforward`)
+exactly one token and `update_from_output` finishes none. The simulator (`schedsim.fastforward.stretch`)
 asks the policy's `ff_running` whether it is in that steady state, `ff_horizon` how many
 iterations its own caps (output-length and max_model_len stops, free KV blocks) allow, and
 `ff_advance` to apply k iterations at once. The KV work of those iterations (new blocks at block

@@ -96,7 +96,7 @@ class BasePolicy:
 
     def idle_state(self) -> tuple[Any, ...] | None:
         """At an idle point: what later decisions could still depend on (None: work is held);
-        see schedsim.segments."""
+        see schedsim.run.segments."""
         if self.has_requests() or self.preempted_req_ids:  # waiting and running are in requests
             return None
         kv = self.kv.idle_state()

@@ -99,7 +99,7 @@ class TrtllmPolicy(TrtllmFastForwardMixin):
 
     def idle_state(self) -> tuple[Any, ...] | None:
         """At an idle point: what later decisions could still depend on (None: work is held).
-        The capacity and micro-batch schedulers carry nothing between steps; see schedsim.segments."""
+        The capacity and micro-batch schedulers carry nothing between steps; see schedsim.run.segments."""
         if self.has_requests() or self.requests or self.inflight:
             return None
         kv = self.kv.idle_state()

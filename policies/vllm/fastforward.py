@@ -1,7 +1,7 @@
 """Exact fast-forward hooks of the vLLM policies: steady decode stretches in closed form.
 
 A stretch is a run of engine-loop iterations in which `schedule()` gives every running request
-exactly one token and `update_from_output` finishes none. The simulator (`schedsim.fastforward`)
+exactly one token and `update_from_output` finishes none. The simulator (`schedsim.fastforward.stretch`)
 asks `ff_running` whether the policy is in that steady state, `ff_horizon` how many iterations its
 own caps (max_tokens, max_model_len, free KV blocks) allow, and `ff_advance` to apply k iterations
 at once. The KV work is replayed (`schedsim.policies.fastforward`) through

@@ -55,7 +55,7 @@ class LifecycleMixin(VllmState):
 
     def idle_state(self) -> tuple[Any, ...] | None:
         """At an idle point: what later decisions could still depend on (None: work is held).
-        Two runs idle in equal states decide alike from then on (schedsim.segments splices them)."""
+        Two runs idle in equal states decide alike from then on (schedsim.run.segments splices them)."""
         if (self.requests or self.has_requests() or self.recompute_frontier
                 or self.preempted_req_ids):
             return None

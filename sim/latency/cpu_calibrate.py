@@ -19,7 +19,7 @@ from .cpu_cost import CpuCostConfig, PhaseCost
 
 def _time_policy(policy_name: str, batch: int, steps: int) -> tuple[list[float], list[float]]:
     """(schedule, update) seconds per step of a policy decoding `batch` requests."""
-    from ..policies import Request, StepResult, make_policy
+    from schedsim.policies import Request, StepResult, make_policy
 
     policy = make_policy(policy_name, block_size=16, num_gpu_blocks=batch * 64 + 512,
                          max_num_seqs=batch, max_num_batched_tokens=max(2048, batch * 32),

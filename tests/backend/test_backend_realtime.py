@@ -7,11 +7,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pd = pytest.importorskip("pandas")
 
-from schedsim.config import RunConfig  # noqa: E402
-from schedsim.metrics_tables import output_hash  # noqa: E402
+from schedsim.run.config import RunConfig  # noqa: E402
+from schedsim.metrics.tables import output_hash  # noqa: E402
 from schedsim.policies import Request  # noqa: E402
-from schedsim.realtime import synthesize_prompt  # noqa: E402
-from schedsim.realtime_run import run_real  # noqa: E402
+from schedsim.worlds.realtime import synthesize_prompt  # noqa: E402
+from schedsim.run.real import run_real  # noqa: E402
 
 
 def workload(n: int = 10) -> pd.DataFrame:
@@ -63,7 +63,7 @@ def test_synthesized_prompts_share_tokens_where_the_trace_shares_hashes():
 
 def test_validate_compares_the_real_run_with_the_simulator_fitted_to_it(tmp_path):
     from schedsim.backend.calibrate import CalibrationGrid
-    from schedsim.realtime_validate import validate
+    from schedsim.experiments.validate import validate
 
     grid = CalibrationGrid(prefill_tokens=(0, 8, 32), prefill_context=(0, 16), num_decodes=(0, 1, 4),
                            decode_context=(8, 32), repeats=1)
@@ -85,7 +85,7 @@ def test_backend_flags_become_executor_options():
     import argparse
 
     from schedsim.backend import ExecutorConfig
-    from schedsim.realtime_run import add_backend_arguments, backend_options
+    from schedsim.run.real import add_backend_arguments, backend_options
 
     parser = argparse.ArgumentParser()
     add_backend_arguments(parser)

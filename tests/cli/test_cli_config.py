@@ -6,9 +6,9 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from schedsim.cli import build_parser, main, resolve_run_config
-from schedsim.cli_args import parse_key_value, parse_scalar
-from schedsim.config import RunConfig
+from schedsim.cli.main import build_parser, main, resolve_run_config
+from schedsim.cli.args import parse_key_value, parse_scalar
+from schedsim.run.config import RunConfig
 
 
 def _resolve(argv: list[str]) -> RunConfig:
@@ -122,7 +122,7 @@ def test_policies_lists_every_registered_policy(capsys: pytest.CaptureFixture[st
 
 
 def test_unavailable_commands_degrade_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
-    from schedsim import cli
+    from schedsim.cli import main as cli
 
     handler = cli._missing("trace", "cli_trace", ImportError("boom"))
     assert handler(None) == 2  # type: ignore[arg-type]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from schedsim.cli import main
-from schedsim.outputs import JSON_FILES, PLOT_FILES, TABLE_FILES
-from schedsim.results import REQUEST_COLUMNS, STEP_COLUMNS, TIMELINE_COLUMNS
+from schedsim.cli.main import main
+from schedsim.outputs.files import JSON_FILES, PLOT_FILES, TABLE_FILES
+from schedsim.run.result import REQUEST_COLUMNS, STEP_COLUMNS, TIMELINE_COLUMNS
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 REQUIRED_SUMMARY = ["num_requests", "num_finished", "duration_s", "request_throughput",

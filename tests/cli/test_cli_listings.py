@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from schedsim.cli import main
+from schedsim.cli.main import main
 
 
 def _rows(out: str) -> list[str]:
@@ -15,7 +15,7 @@ def _rows(out: str) -> list[str]:
 
 
 def test_models_lists_the_shipped_specs(capsys: pytest.CaptureFixture[str]) -> None:
-    from schedsim.cli_latency import list_model_specs
+    from schedsim.cli.latency import list_model_specs
 
     assert main(["models"]) == 0
     names = _rows(capsys.readouterr().out)

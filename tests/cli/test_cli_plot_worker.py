@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from schedsim import RunConfig, simulate
-from schedsim.outputs import PLOT_FILES, RUN_PLOTS, write_run
-from schedsim.plot_worker import WORKER_COLUMNS, PlotWorker, start_plot_worker
-from schedsim.results import STEP_COLUMNS, TIMELINE_COLUMNS
+from schedsim.outputs.files import PLOT_FILES, RUN_PLOTS, write_run
+from schedsim.outputs.plot_worker import WORKER_COLUMNS, PlotWorker, start_plot_worker
+from schedsim.run.result import STEP_COLUMNS, TIMELINE_COLUMNS
 
 
 @pytest.fixture(scope="module")

@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from schedsim.config import RunConfig
-from schedsim.plots import _cumulative_busy, plot_batch_and_kv, plot_busy_timeline, plot_latency_distributions
-from schedsim.plots_compare import plot_sweep
-from schedsim.results import REQUEST_COLUMNS, STEP_COLUMNS, TIMELINE_COLUMNS
-from schedsim.sweep import expand_grid, parse_grid_flags, run_id
-from schedsim.toml_config import ConfigError
+from schedsim.run.config import RunConfig
+from schedsim.outputs.plots import _cumulative_busy, plot_batch_and_kv, plot_busy_timeline, plot_latency_distributions
+from schedsim.outputs.compare_plots import plot_sweep
+from schedsim.run.result import REQUEST_COLUMNS, STEP_COLUMNS, TIMELINE_COLUMNS
+from schedsim.experiments.sweep import expand_grid, parse_grid_flags, run_id
+from schedsim.run.toml_config import ConfigError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -84,7 +84,7 @@ def test_sweep_plot_one_line_per_policy(tmp_path: Path) -> None:
                           "p99_ttft_ms": [10.0, 20.0, 12.0, 30.0]})
     paths = plot_sweep(table, "rate", ["p99_ttft_ms", "absent_metric"], tmp_path)
     assert [p.name for p in paths] == ["sweep_p99_ttft_ms_vs_rate.png"]
-    from schedsim.plots_compare import plot_metric_vs_knob
+    from schedsim.outputs.compare_plots import plot_metric_vs_knob
 
     fig = plot_metric_vs_knob(table, "rate", "p99_ttft_ms", ["policy"])
     assert sorted(line.get_label() for line in fig.axes[0].lines) == ["a", "b"]

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from schedsim import sweep as sweep_mod
-from schedsim.cli import main
-from schedsim.config import RunConfig
-from schedsim.sweep import expand_grid, run_sweep
+from schedsim.experiments import sweep as sweep_mod
+from schedsim.cli.main import main
+from schedsim.run.config import RunConfig
+from schedsim.experiments.sweep import expand_grid, run_sweep
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

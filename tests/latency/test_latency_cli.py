@@ -5,7 +5,7 @@ import json
 
 import pandas as pd
 import pytest
-from schedsim.cli_latency import add_latency_parsers, list_gpu_specs, list_model_specs
+from schedsim.cli.latency import add_latency_parsers, list_gpu_specs, list_model_specs
 from schedsim.latency import make_latency_model
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from schedsim.notebooks_render import execute_notebook, notebook_html
+from schedsim.outputs.notebooks import execute_notebook, notebook_html
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.py"))
 

@@ -21,7 +21,7 @@ from schedsim.policies.kv_cache.block_pool import PRIVATE_HASH
 from schedsim.policies.kv_cache.hashing import NEVER_PRIVATE, private_from
 
 TABLES = ("requests", "steps", "timeline")
-sim_module = sys.modules["schedsim.simulate"]  # the module (the package exports the function)
+sim_module = sys.modules["schedsim.run.simulate"]  # the module (the package exports the function)
 
 
 def _run(cfg: RunConfig, lazy: bool, monkeypatch: pytest.MonkeyPatch,

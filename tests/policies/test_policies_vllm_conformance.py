@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schedsim.conformance import ScenarioError, format_log, main, run_scenario
+from schedsim.conformance.vllm import ScenarioError, format_log, main, run_scenario
 from vllm_scenario_gen import scenario_from_seed, stress_scenario_from_seed, wide_scenario_from_seed
 
 HERE = Path(__file__).parent

@@ -53,10 +53,10 @@ def test_a_changed_source_disables_the_whole_build(monkeypatch: pytest.MonkeyPat
     manifest = _manifest()
     for entry in [*manifest["modules"].values(), manifest["group"]]:
         (tmp_path / entry["so"]).write_bytes(b"")
-    extensions, why = accel._check(manifest)
+    extensions, why = accel.check_manifest(manifest)
     assert set(extensions) == {*accel.COMPILED_MODULES, manifest["group"]["name"]} and not why
     manifest["modules"]["schedsim.policies.kv_cache.block_pool"]["sha256"] = "0" * 64
-    extensions, why = accel._check(manifest)
+    extensions, why = accel.check_manifest(manifest)
     assert extensions == {} and "policies/kv_cache/block_pool.py changed" in why
 
 
@@ -66,14 +66,14 @@ def test_a_changed_source_disables_the_whole_build(monkeypatch: pytest.MonkeyPat
 ])
 def test_a_build_for_something_else_is_refused(change: dict, reason: str) -> None:
     """Another ABI or another module list: refused before any file is looked at."""
-    extensions, why = accel._check({**_manifest(), **change})
+    extensions, why = accel.check_manifest({**_manifest(), **change})
     assert extensions == {} and reason in why
 
 
 def test_missing_extension_files_are_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Hashes match but an extension file is gone: refused, naming it."""
     monkeypatch.setattr(accel, "COMPILED_DIR", tmp_path)
-    extensions, why = accel._check(_manifest())
+    extensions, why = accel.check_manifest(_manifest())
     assert extensions == {} and "missing extension files" in why
 
 
@@ -81,7 +81,7 @@ def test_source_paths_follow_the_package_dirs() -> None:
     """Import names map onto the repository's folders (pyproject's package-dir)."""
     root = accel.REPO_ROOT
     assert accel.source_path("schedsim.policies.kv_cache.manager") == root / "policies/kv_cache/manager.py"
-    assert accel.source_path("schedsim.fastforward") == root / "sim/fastforward.py"
+    assert accel.source_path("schedsim.fastforward.stretch") == root / "sim/fastforward/stretch.py"
     assert accel.source_path("schedsim.latency.roofline") == root / "sim/latency/roofline.py"
     with pytest.raises(ValueError, match="not a schedsim module"):
         accel.source_path("numpy.linalg")

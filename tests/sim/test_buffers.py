@@ -10,7 +10,7 @@ from array import array
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from schedsim.buffers import FLUSH, Column
+from schedsim.metrics.column import FLUSH, Column
 
 _OPS = st.lists(st.one_of(
     st.tuples(st.just("append"), st.integers(-1000, 1000)),

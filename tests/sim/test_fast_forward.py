@@ -147,7 +147,7 @@ def assert_same_state_when_stopped(cfg: RunConfig, untils: tuple[float, ...],
     (block ids and the free queue never reach the tables). Returns the steps jumped."""
     import importlib
 
-    sim_module = importlib.import_module("schedsim.simulate")  # the module, not the function
+    sim_module = importlib.import_module("schedsim.run.simulate")  # the module, not the function
     made: list = []
     real_make = sim_module.make_policy
     monkeypatch.setattr(sim_module, "make_policy", lambda *a, **k: made.append(real_make(*a, **k))

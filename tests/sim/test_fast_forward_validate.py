@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 from schedsim import RunConfig
-from schedsim.realtime_validate import simulate_prepared
-from schedsim.setup import resolve_run
-from schedsim.workload import load, prepare
+from schedsim.experiments.validate import simulate_prepared
+from schedsim.run.resolve import resolve_run
+from schedsim.run.workload import load, prepare
 
 
 @pytest.mark.parametrize("policy", ["vllm", "vllm-async"])

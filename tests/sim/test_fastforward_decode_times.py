@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from schedsim.fastforward_timeline import DecodeTimes
+from schedsim.fastforward.timeline import DecodeTimes
 from schedsim.latency import StepShape, make_latency_model
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from schedsim.metrics_jumps import COSTS, META, JumpChunks, fill_jump_steps, merge_jump_timeline
+from schedsim.metrics.jumps import COSTS, META, JumpChunks, fill_jump_steps, merge_jump_timeline
 
 
 def _jumps(ks: list[int], cpu_at: list[int], gpu_at: list[int]) -> JumpChunks:
@@ -119,7 +119,7 @@ def test_jump_steps_rows_in_any_chunking(chunk: int) -> None:
 
 def test_steps_table_needs_the_jumps() -> None:
     """The timeline table releases the jumps' records: the steps table after it is an error."""
-    from schedsim.metrics_tables import steps_table
+    from schedsim.metrics.tables import steps_table
 
     class _Rec:
         timeline_released = True

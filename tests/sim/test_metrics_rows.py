@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from schedsim.buffers import Column
-from schedsim.metrics import STEP_FIELDS, STEP_TYPES
-from schedsim.metrics_rows import StepRows
+from schedsim.metrics.column import Column
+from schedsim.metrics.recorder import STEP_FIELDS, STEP_TYPES
+from schedsim.metrics.rows import StepRows
 
 # a launch order: each entry an ordinary step (0) or a jump of k steps (k >= 1)
 _ORDER = st.lists(st.one_of(st.just(0), st.integers(1, 9)), max_size=40)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from schedsim.metrics import HASH_M1, HASH_M2, HASH_P1, HASH_P2, output_hash
+from schedsim.metrics.recorder import HASH_M1, HASH_M2, HASH_P1, HASH_P2, output_hash
 
 _TOKENS = st.lists(st.integers(0, (1 << 31) - 1), max_size=300)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from schedsim.runlength import RunLengths, weighted_mean, weighted_percentile
+from schedsim.metrics.runlength import RunLengths, weighted_mean, weighted_percentile
 
 samples = st.lists(st.sampled_from([0.0, 1e-3, 2.5e-3, 0.0125, 0.5, 7.0]), min_size=1, max_size=80)
 

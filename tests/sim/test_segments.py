@@ -1,4 +1,4 @@
-"""Time-parallel replay (schedsim.segments): split runs give the serial run's tables, byte for byte.
+"""Time-parallel replay (schedsim.run.segments): split runs give the serial run's tables, byte for byte.
 
 Every policy that declares `idle_state()`, both engine loops, bursty random workloads (KV-starved
 pools with preemptions, aborts, structured outputs, drafts), shipped traces; the tests check that
@@ -17,7 +17,8 @@ import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from schedsim import RunConfig, segments, segments_fork, simulate
+from schedsim import RunConfig, simulate
+from schedsim.run import segments, segments_fork
 from schedsim.policies import list_policies, make_policy
 from test_fast_forward import _parquet
 from test_sim_properties import small_config
@@ -203,8 +204,8 @@ def test_idle_state_is_none_while_a_request_is_held() -> None:
 def test_itl_runs_splice_as_one_encoding(samples: list[float], own: list[float], data: st.DataObject) -> None:
     """The serial encoding = ours up to our mark + the helper's after its mark (its own earlier
     samples differ), whatever runs were open at either mark."""
-    from schedsim.runlength import RunLengths
-    from schedsim.segments_merge import join_runs, runs_after, runs_before
+    from schedsim.metrics.runlength import RunLengths
+    from schedsim.run.segments_merge import join_runs, runs_after, runs_before
     at = data.draw(st.integers(0, len(samples)), label="split")
     overrun = data.draw(st.integers(0, len(samples) - at), label="overrun")
     counts = data.draw(st.lists(st.integers(1, 3), min_size=len(samples), max_size=len(samples)))

@@ -152,7 +152,7 @@ def test_itl_table_and_summary_agree():
 
 
 def test_summary_has_every_documented_key_and_max_sim_time_stops_early():
-    from schedsim.results import REQUEST_COLUMNS, STEP_COLUMNS, SUMMARY_KEYS, TIMELINE_COLUMNS
+    from schedsim.run.result import REQUEST_COLUMNS, STEP_COLUMNS, SUMMARY_KEYS, TIMELINE_COLUMNS
 
     wl = burst(20, 100, 300, gap=0.05)
     full = simulate(cfg(policy="vllm-async"), workload=wl, progress=True)

@@ -7,8 +7,8 @@ import json
 
 import pytest
 from schedsim import RunConfig
-from schedsim.executor import SimExecutor
-from schedsim.oracle import _PHI, MASK64, PHI_I64, WorkloadOracle, synthetic_token, to_i64
+from schedsim.worlds.executor import SimExecutor
+from schedsim.worlds.oracle import _PHI, MASK64, PHI_I64, WorkloadOracle, synthetic_token, to_i64
 from schedsim.policies import Request, StepPlan
 
 

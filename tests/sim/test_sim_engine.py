@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 from schedsim import RunConfig, simulate
-from schedsim.engine import Engine, PolicyStuckError
-from schedsim.executor import SimExecutor
-from schedsim.oracle import WorkloadOracle
+from schedsim.engine.loop import Engine, PolicyStuckError
+from schedsim.worlds.executor import SimExecutor
+from schedsim.worlds.oracle import WorkloadOracle
 from schedsim.policies import Request, StepPlan, make_policy
-from schedsim.waits import CpuPhase, Inputs, Launch, PollInputs, Sample, WaitArrival, WaitStep
-from schedsim.world import SimWorld
+from schedsim.engine.waits import CpuPhase, Inputs, Launch, PollInputs, Sample, WaitArrival, WaitStep
+from schedsim.worlds.simpy_world import SimWorld
 
 
 class ConstLatency:

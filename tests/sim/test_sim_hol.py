@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from schedsim.metrics_hol import HeadOfLineTracker
+from schedsim.metrics.hol import HeadOfLineTracker
 from schedsim.policies import Request, StepPlan
-from schedsim.workload import WorkloadColumns
+from schedsim.run.workload import WorkloadColumns
 
 
 def _tracker(priority: bool = False, chunked: bool = True) -> tuple[HeadOfLineTracker, list[Request]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from schedsim import RunConfig
 from schedsim.traces import load_workload
-from schedsim.workload import prepare
+from schedsim.run.workload import prepare
 
 
 @pytest.fixture(scope="module")

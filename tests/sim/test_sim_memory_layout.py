@@ -8,14 +8,14 @@ import gc
 import numpy as np
 import pandas as pd
 import pytest
-import schedsim.metrics_summary as summary_mod
+import schedsim.metrics.summary as summary_mod
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from schedsim import RunConfig, simulate
-from schedsim.metrics import RESOURCES, TIMELINE_KINDS, MetricsRecorder, output_hash
-from schedsim.metrics_tables import timeline_table
+from schedsim.metrics.recorder import RESOURCES, TIMELINE_KINDS, MetricsRecorder, output_hash
+from schedsim.metrics.tables import timeline_table
 from schedsim.policies import Request, make_policy
-from schedsim.workload import PreparedWorkload
+from schedsim.run.workload import PreparedWorkload
 
 GEN = ("gen:process=poisson,rate=20,requests=300,prompt_mean=256,prompt_cv=1,output_mean=64,"
        "output_cv=1,seed=3")
@@ -134,6 +134,6 @@ def test_busy_figures_in_slices_equal_one_pass(monkeypatch, overlapping_cpu):
 def test_heap_settings_apply_on_linux():
     import sys
 
-    from schedsim.memory import pin_mmap_threshold, release_unused
+    from schedsim.run.memory import pin_mmap_threshold, release_unused
     assert pin_mmap_threshold() == sys.platform.startswith("linux")
     release_unused()  # must not raise, with or without pyarrow loaded

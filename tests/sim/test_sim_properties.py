@@ -104,8 +104,8 @@ def test_sync_and_async_emit_the_same_tokens(wl: pd.DataFrame, blocks: int, seqs
 
 def reference_hashes(wl: pd.DataFrame, seed: int) -> list[int]:
     """Output hashes of requests that stop at EOS: the oracle's tokens up to the target."""
-    from schedsim.metrics_tables import output_hash
-    from schedsim.oracle import WorkloadOracle
+    from schedsim.metrics.tables import output_hash
+    from schedsim.worlds.oracle import WorkloadOracle
     from schedsim.policies import Request
 
     oracle = WorkloadOracle(seed)

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-import schedsim.metrics_summary as summary_mod
+import schedsim.metrics.summary as summary_mod
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from schedsim import RunConfig, simulate
-from schedsim.results import SUMMARY_KEYS
+from schedsim.run.result import SUMMARY_KEYS
 
 
 def test_rates_follow_the_tables_under_kv_pressure():

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import schedsim.traces as T
-from schedsim.cli_trace import add_trace_parser, handle_trace
+from schedsim.cli.trace import add_trace_parser, handle_trace
 
 
 def run(argv: list[str]) -> int:

@@ -1,10 +1,10 @@
-"""The trtllm policies under schedsim.simulate: sync engine and two pipeline micro-batches in flight."""
+"""The trtllm policies under schedsim.run.simulate: sync engine and two pipeline micro-batches in flight."""
 
 from __future__ import annotations
 
 import pytest
 from schedsim import simulate
-from schedsim.config import RunConfig
+from schedsim.run.config import RunConfig
 
 
 @pytest.mark.parametrize("micro_batches", [1, 2])

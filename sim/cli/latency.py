@@ -1,0 +1,142 @@
+"""`schedsim latency` (a what-if step time) and `schedsim calibrate` (write a calibration file)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from schedsim.latency import (
+    KINDS,
+    StepShape,
+    get_gpu_spec,
+    get_model_spec,
+    make_latency_model,
+)
+from schedsim.latency import list_gpu_specs as _gpu_names
+from schedsim.latency import list_model_specs as _model_names
+
+
+def list_model_specs() -> list[str]:
+    """One line per shipped model spec (for `schedsim models`)."""
+    lines = [f"{'name':15s} {'layers':>6s} {'hidden':>6s} {'heads':>5s} {'kv':>3s} {'params':>7s} "
+             f"{'max_pos':>7s} {'tp':>2s}  hf_name"]
+    for name in _model_names():
+        m = get_model_spec(name)
+        lines.append(f"{name:15s} {m.num_layers:6d} {m.hidden_size:6d} {m.num_attention_heads:5d} "
+                     f"{m.num_key_value_heads:3d} {m.weight_params() / 1e9:6.1f}B "
+                     f"{m.max_position_embeddings:7d} {m.tp:2d}  {m.hf_name}")
+    return lines
+
+
+def list_gpu_specs() -> list[str]:
+    """One line per shipped GPU spec (for `schedsim gpus`)."""
+    lines = [f"{'name':10s} {'mem_GiB':>7s} {'bf16_TFLOPs':>11s} {'HBM_GB/s':>8s} {'link_GB/s':>9s}"]
+    for name in _gpu_names():
+        g = get_gpu_spec(name)
+        lines.append(f"{name:10s} {g.memory_gib:7.1f} {g.peak_tflops:11.1f} {g.hbm_gbps:8.0f} "
+                     f"{g.nvlink_gbps:9.1f}")
+    return lines
+
+
+def add_latency_parsers(subparsers: Any) -> None:
+    """Register `latency` and `calibrate` on the top-level CLI's subparsers."""
+    p = subparsers.add_parser("latency", help="predicted step time of one step shape",
+                              description="Predict one GPU step's time and break it down by "
+                              "operator and by latency-model kind.")
+    p.add_argument("--model", default="llama-3.1-8b", help="model spec name or config.json path")
+    p.add_argument("--gpu", default="h100-sxm", help="GPU spec name")
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
+    p.add_argument("--prefill-tokens", type=int, default=0, help="new tokens of one prefill chunk")
+    p.add_argument("--context", type=int, default=0, help="tokens already cached before that chunk")
+    p.add_argument("--decode-batch", type=int, default=0, help="number of decoding requests")
+    p.add_argument("--decode-context", type=int, default=0, help="context length of each decode")
+    p.add_argument("--draft-tokens", type=int, default=0, help="draft tokens verified per decode")
+    p.add_argument("--kind", choices=KINDS, default="auto", help="latency model kind")
+    p.add_argument("--calibration", default=None, help="calibration file from `schedsim calibrate`")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.set_defaults(func=cmd_latency)
+
+    c = subparsers.add_parser("calibrate", help="fit a latency model to measured profiles",
+                              description="Write a calibration file: import Vidur-format profiles "
+                              "and fit the roofline (--profile), fit the whole-step model to "
+                              "measured step times (--steps), or time our own policies' CPU "
+                              "phases (--cpu).")
+    src = c.add_mutually_exclusive_group(required=True)
+    src.add_argument("--profile", help="folder of Vidur-format profiles (compute/, network/)")
+    src.add_argument("--steps", help="CSV of measured steps (step_time_s|step_time_ms, "
+                     "prefill_tokens, decode_count[, sum_context, sum_context_sq])")
+    src.add_argument("--cpu", action="store_true", help="time this machine's policy CPU phases")
+    c.add_argument("--out", required=True, help="calibration JSON to write")
+    c.add_argument("--model", default=None, help="(--steps) model the steps were measured on")
+    c.add_argument("--gpu", default=None, help="(--steps) GPU the steps were measured on")
+    c.add_argument("--tp", type=int, default=None, help="(--steps) tensor-parallel degree")
+    c.add_argument("--policy", default="vllm", help="(--cpu) policy to time")
+    c.set_defaults(func=cmd_calibrate)
+
+
+def _shape(args: argparse.Namespace) -> StepShape:
+    for name in ("tp", "prefill_tokens", "context", "decode_batch", "decode_context",
+                 "draft_tokens"):
+        if getattr(args, name) < 0:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 0")
+    prefills = [(args.prefill_tokens, args.context)] if args.prefill_tokens else []
+    return StepShape(prefills, [(args.decode_context, args.draft_tokens)] * args.decode_batch)
+
+
+def predict(args: argparse.Namespace) -> dict[str, Any]:
+    """The chosen model's prediction, its breakdown, and every applicable kind side by side."""
+    shape = _shape(args)
+    model = make_latency_model(args.model, args.gpu, args.tp, args.kind, args.calibration)
+    out: dict[str, Any] = {"model": model.describe(), "num_tokens": shape.num_tokens,
+                           "step_time_ms": model.step_time(shape) * 1e3}
+    if hasattr(model, "breakdown"):
+        out["breakdown_ms"] = {k: v * 1e3 for k, v in model.breakdown(shape).items()}
+    kinds = {}
+    for kind in ("roofline", "table", "fitted"):
+        try:
+            other = make_latency_model(args.model, args.gpu, args.tp, kind, args.calibration)
+        except ValueError as exc:
+            kinds[kind] = f"n/a ({str(exc).split(';')[0]})"
+            continue
+        kinds[kind] = other.step_time(shape) * 1e3
+    out["by_kind_ms"] = kinds
+    return out
+
+
+def cmd_latency(args: argparse.Namespace) -> int:
+    """Print the what-if step time."""
+    try:
+        out = predict(args)
+    except (ValueError, KeyError) as exc:
+        print(f"schedsim latency: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(out, indent=1, default=str))
+        return 0
+    d = out["model"]
+    print(f"{d.get('model', args.model)} on {d.get('gpu', args.gpu)} tp={args.tp}, "
+          f"{out['num_tokens']} tokens: {out['step_time_ms']:.3f} ms ({d['kind']} model)")
+    for op, ms in sorted(out.get("breakdown_ms", {}).items(), key=lambda kv: -kv[1]):
+        if ms > 0:
+            print(f"  {op:26s} {ms:10.3f} ms  {100 * ms / out['step_time_ms']:5.1f}%")
+    print("by model kind:")
+    for kind, ms in out["by_kind_ms"].items():
+        print(f"  {kind:10s} " + (f"{ms:10.3f} ms" if isinstance(ms, float) else ms))
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Write the calibration file."""
+    from schedsim.latency.calibration import calibrate_from_args
+
+    try:
+        path, summary = calibrate_from_args(args)
+    except (ValueError, KeyError, FileNotFoundError) as exc:
+        print(f"schedsim calibrate: {exc}", file=sys.stderr)
+        return 2
+    print(summary)
+    print(f"wrote {Path(path)}")
+    return 0

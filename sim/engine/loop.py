@@ -1,0 +1,231 @@
+"""The engine loop, written once: vLLM EngineCore's `step()` and `step_with_batch_queue()`.
+
+`Engine.run()` is a generator yielding the waits of `schedsim.engine.waits`; a driver (the SimPy world
+or a real-time driver) resolves them. With one batch in flight (`step()`), the loop schedules,
+launches, blocks on the step and folds its output back before scheduling again, so the device
+idles during every CPU phase. With a batch queue of depth d (`step_with_batch_queue`), it schedules
+and launches step N+1 before blocking on step N, so the CPU work of one step hides under the
+device time of another. Sampling is deferred by one step when the plan has pending structured-
+output tokens: the step's forward runs, but its sampling waits until the previous step's output
+has been processed (the grammar bitmask needs those tokens).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Generator, Iterable
+from typing import Any, Protocol
+
+from mypy_extensions import mypyc_attr
+
+from schedsim.policies import Policy, Request, RequestOutput, RequestStatus, StepPlan, StepResult
+from schedsim.engine.waits import JUMP, POLL, POLL_ABORTS, WAIT_ARRIVAL, CpuPhase, Inputs, Launch, Sample, WaitStep
+
+Waits = Generator[Any, Any, None]
+
+
+class EngineObserver(Protocol):
+    """What the engine reports as it goes (metrics read the driver's clock when called)."""
+
+    def on_add(self, request: Request) -> None: ...
+
+    def on_schedule(self, step: int, plan: StepPlan) -> None: ...
+
+    def on_update(self, step: int, plan: StepPlan, result: StepResult,
+                  outputs: list[RequestOutput]) -> None: ...
+
+    def on_abort(self, requests: list[Request]) -> None: ...
+
+
+class NullObserver:
+    """Records nothing."""
+
+    def on_add(self, request: Request) -> None:
+        pass
+
+    def on_schedule(self, step: int, plan: StepPlan) -> None:
+        pass
+
+    def on_update(self, step: int, plan: StepPlan, result: StepResult,
+                  outputs: list[RequestOutput]) -> None:
+        pass
+
+    def on_abort(self, requests: list[Request]) -> None:
+        pass
+
+
+@mypyc_attr(native_class=False)  # exceptions stay Python classes when compiled (schedsim.accel)
+class PolicyStuckError(RuntimeError):
+    """The policy holds requests but schedules nothing and no input can ever change that."""
+
+
+class Engine:
+    """EngineCore's busy loop around one policy; `depth` batches may be in flight."""
+
+    def __init__(self, policy: Policy, observer: EngineObserver | None = None,
+                 batch_queue_depth: int | None = None, check_invariants: bool = False,
+                 fast_forward: bool = False) -> None:
+        self.policy = policy
+        self.observer = observer or NullObserver()
+        depth = batch_queue_depth if batch_queue_depth is not None else policy.max_concurrent_batches
+        if depth < 1:
+            raise ValueError(f"batch_queue_depth must be >= 1, got {depth}")
+        self.depth = depth
+        self.check_invariants = check_invariants
+        self.fast_forward = fast_forward  # yield Jump at the top of each busy iteration
+        self.requests: dict[str, Request] = {}  # live requests the executor may need
+        self.num_launched = 0
+        self._held: list[Request] = []  # arrivals seen while only aborts were taken
+        self._queue: deque[tuple[Any, StepPlan, int]] = deque()
+        self._idle_empty_plans = 0
+
+    # ---- the busy loop ----
+    def run(self) -> Waits:
+        """EngineCore.run_busy_loop: take inputs (blocking only when idle), then one step."""
+        step = self._step if self.depth == 1 else self._step_with_batch_queue
+        while True:
+            if self._idle_empty_plans >= 2 or (not self.policy.has_requests() and not self._queue):
+                inputs = yield WAIT_ARRIVAL
+                if inputs is None:
+                    if self.policy.has_requests():
+                        raise PolicyStuckError(self._stuck_message())
+                    return
+                self._idle_empty_plans = 0
+            else:
+                if self.fast_forward and (yield JUMP):
+                    continue  # the driver ran whole iterations in closed form
+                inputs = yield POLL
+            self._apply_inputs(inputs)
+            yield from step()
+
+    def _apply_inputs(self, inputs: Inputs, add: bool = True) -> None:
+        """Add new requests (or hold them), then apply aborts."""
+        if add:
+            for req in self._held + inputs.requests:
+                self.requests[req.request_id] = req
+                self.policy.add_request(req)
+                self.observer.on_add(req)
+            self._held.clear()
+        else:
+            self._held.extend(inputs.requests)
+        if inputs.abort_ids:
+            self._abort(inputs.abort_ids)
+
+    def _abort(self, request_ids: Iterable[str]) -> None:
+        """Abort live requests; ids of finished or unknown requests do nothing."""
+        request_ids = list(request_ids)
+        held = {r.request_id for r in self._held}
+        ids = [rid for rid in request_ids if rid not in held]
+        aborted: list[Request] = []
+        if len(ids) < len(request_ids):  # aborted before the policy ever saw them
+            gone = set(request_ids)
+            for req in self._held:
+                if req.request_id in gone:
+                    req.status = RequestStatus.FINISHED_ABORTED  # never handed to the policy
+                    aborted.append(req)
+            self._held = [r for r in self._held if r.request_id not in gone]
+        aborted += self.policy.abort_requests(ids)
+        for req in aborted:
+            self.requests.pop(req.request_id, None)
+        if aborted:
+            self.observer.on_abort(aborted)
+
+    # ---- shared phases ----
+    def _schedule(self) -> Generator[Any, Any, tuple[StepPlan, int]]:
+        """schedule() then input preparation, each charged as a CPU phase."""
+        plan = self.policy.schedule()
+        idx = self.num_launched
+        self.num_launched += 1
+        n_reqs, n_tok = len(plan.num_scheduled_tokens), plan.total_num_scheduled_tokens
+        yield CpuPhase("schedule", n_reqs, n_tok, idx)
+        self.observer.on_schedule(idx, plan)
+        if self.check_invariants:
+            self._check()
+        yield CpuPhase("prepare_inputs", n_reqs, n_tok, idx)
+        return plan, idx
+
+    def _process_output(self, plan: StepPlan, result: StepResult, idx: int) -> Waits:
+        """Copy the result to the host, apply aborts that came in meanwhile, update the policy."""
+        n_reqs, n_tok = len(plan.num_scheduled_tokens), plan.total_num_scheduled_tokens
+        yield CpuPhase("d2h_copy", n_reqs, n_tok, idx)
+        self._apply_inputs((yield POLL_ABORTS), add=False)
+        outputs = self.policy.update_from_output(plan, result)
+        yield CpuPhase("update_from_output", n_reqs, n_tok, idx)
+        for out in outputs:
+            if out.finish_reason is not None:
+                self.requests.pop(out.request_id, None)
+        self.observer.on_update(idx, plan, result, outputs)
+        if self.check_invariants:
+            self._check()
+
+    def _note_progress(self, plan: StepPlan) -> None:
+        """Count empty plans made with nothing in flight (the loop then waits for input)."""
+        if plan.total_num_scheduled_tokens or self._queue:
+            self._idle_empty_plans = 0
+        else:
+            self._idle_empty_plans += 1
+
+    # ---- EngineCore.step ----
+    def _step(self) -> Waits:
+        """One batch in flight: schedule, launch, wait, update; drafts go back to the policy."""
+        if not self.policy.has_requests():
+            return
+        plan, idx = yield from self._schedule()
+        self._note_progress(plan)
+        handle = yield Launch(plan, self.requests, idx)
+        result = yield WaitStep(handle)
+        yield from self._process_output(plan, result, idx)
+        if result.draft_token_ids and plan.total_num_scheduled_tokens:
+            self.policy.update_draft_token_ids(result.draft_token_ids)
+
+    # ---- EngineCore.step_with_batch_queue ----
+    def _step_with_batch_queue(self) -> Waits:
+        """Fill the batch queue first; block on the oldest step only when full or out of work."""
+        queue = self._queue
+        deferred: tuple[Any, StepPlan, int] | None = None
+        if self.policy.has_requests():
+            plan, idx = yield from self._schedule()
+            self._note_progress(plan)
+            executed = plan.total_num_scheduled_tokens > 0
+            defer = executed and plan.pending_structured_output_tokens
+            handle = yield Launch(plan, self.requests, idx, defer_sampling=defer)
+            if defer:
+                deferred = (handle, plan, idx)
+            else:
+                queue.appendleft((handle, plan, idx))
+                if len(queue) < self.depth and (executed or self.policy.has_requests()):
+                    return
+        elif not queue:
+            return
+        if queue:
+            handle, plan, idx = queue.pop()
+            result = yield WaitStep(handle)
+            yield from self._process_output(plan, result, idx)
+        if deferred is not None:
+            yield Sample(deferred[0])
+            queue.appendleft(deferred)
+
+    def idle_state(self) -> Any:
+        """At an idle point (schedsim.run.segments): the policy's idle_state(), or None while this
+        loop holds work (a batch queued, arrivals held, live requests) or the policy declares none."""
+        if self._queue or self._held or self.requests:
+            return None
+        fn = getattr(self.policy, "idle_state", None)
+        return fn() if fn is not None else None
+
+    def _check(self) -> None:
+        """The policy's own invariants plus counters no policy may drive negative."""
+        self.policy.check_invariants()
+        for req in self.requests.values():
+            for name in ("num_output_placeholders", "num_computed_tokens", "num_in_flight_tokens",
+                         "num_stale_output_tokens"):
+                if getattr(req, name) < 0:
+                    raise AssertionError(f"request {req.request_id}: {name} = {getattr(req, name)} < 0")
+
+    def _stuck_message(self) -> str:
+        """Name the requests a policy can never schedule."""
+        running, waiting = self.policy.get_request_counts()
+        ids = sorted(self.requests)[:10]
+        return (f"policy {type(self.policy).__name__} has {running} running and {waiting} waiting "
+                f"requests but schedules nothing and no input is left (e.g. {ids}); a prompt "
+                "probably needs more KV blocks than the pool has")

@@ -1,0 +1,116 @@
+"""The wait protocol between the engine loop and the world that drives it.
+
+The engine loop (`schedsim.engine.loop.Engine.run`) is a generator. Every value it yields is one of the
+plain dataclasses below; the driver resolves it and sends the answer back with `gen.send(value)`:
+
+| yielded            | the driver does                                            | sends back          |
+|--------------------|------------------------------------------------------------|---------------------|
+| `CpuPhase`         | spends the CPU time of that phase (simulated or real)      | None                |
+| `Launch`           | starts the step on the device without blocking             | a handle (any)      |
+| `Sample`           | lets a launched step with deferred sampling sample now      | None                |
+| `WaitStep`         | blocks until that launched step has finished               | its StepResult      |
+| `PollInputs`       | hands over the inputs that arrived by now, without blocking | Inputs              |
+| `WaitArrival`      | blocks until the next input arrives                        | Inputs, or None (*) |
+| `Jump`             | fast-forwards steady decode steps in closed form (or none)  | steps jumped (int)  |
+
+(*) None means no input will ever arrive again; the loop then ends.
+
+A CpuPhase is yielded right after the work it stands for was done on the (single) engine thread, so
+a real-time driver may simply record the elapsed time since the previous wait; the simulated world
+instead advances its clock by the CPU model's cost. The same yields, in the same order, happen in
+both worlds, so their timelines can be compared row by row. None of these objects is a SimPy or a
+torch object; handles are whatever the driver returned from Launch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from schedsim.policies import Request, StepPlan
+
+CPU_PHASE_KINDS = ("schedule", "prepare_inputs", "d2h_copy", "update_from_output")
+
+
+# init=False with an explicit __init__ (built several times per step): compiled, it runs natively.
+@dataclass(slots=True, init=False)
+class CpuPhase:
+    """The engine thread did one phase of work for step `step` (kind in CPU_PHASE_KINDS)."""
+
+    kind: str
+    num_reqs: int
+    num_tokens: int
+    step: int
+
+    def __init__(self, kind: str, num_reqs: int, num_tokens: int, step: int = -1) -> None:
+        self.kind, self.num_reqs, self.num_tokens, self.step = kind, num_reqs, num_tokens, step
+
+
+@dataclass(slots=True, init=False)
+class Launch:
+    """Start computing `plan` (the `step`-th launch); sampling waits for a Sample if deferred."""
+
+    plan: StepPlan
+    requests: Mapping[str, Request]
+    step: int
+    defer_sampling: bool
+
+    def __init__(self, plan: StepPlan, requests: Mapping[str, Request], step: int,
+                 defer_sampling: bool = False) -> None:
+        self.plan, self.requests, self.step, self.defer_sampling = plan, requests, step, defer_sampling
+
+
+@dataclass(slots=True)
+class Sample:
+    """Release the deferred sampling of a launched step (its grammar bitmask is now known)."""
+
+    handle: Any
+
+
+@dataclass(slots=True, init=False)
+class WaitStep:
+    """Block until the launched step behind `handle` is done; answered with its StepResult."""
+
+    handle: Any
+
+    def __init__(self, handle: Any) -> None:
+        self.handle = handle
+
+
+@dataclass(slots=True, frozen=True)
+class PollInputs:
+    """Take the inputs that arrived by now; with aborts_only, new requests stay queued."""
+
+    aborts_only: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class WaitArrival:
+    """Nothing to do: block until the next input (request or abort) arrives."""
+
+
+@dataclass(slots=True, init=False)
+class Inputs:
+    """New requests and client aborts, in arrival order."""
+
+    requests: list[Request] = field(default_factory=list)
+    abort_ids: list[str] = field(default_factory=list)
+
+    def __init__(self, requests: list[Request] | None = None, abort_ids: list[str] | None = None) -> None:
+        self.requests = [] if requests is None else requests
+        self.abort_ids = [] if abort_ids is None else abort_ids
+
+    def __bool__(self) -> bool:
+        return bool(self.requests or self.abort_ids)
+
+
+@dataclass(slots=True, frozen=True)
+class Jump:
+    """Fast-forward: the engine is at the top of its loop in a steady decode state (see fastforward)."""
+
+
+POLL = PollInputs()
+POLL_ABORTS = PollInputs(aborts_only=True)
+WAIT_ARRIVAL = WaitArrival()
+JUMP = Jump()

@@ -1,0 +1,146 @@
+"""`schedsim compare`: several policies or configs on one workload and seed, one table side by side."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from schedsim.run.toml_config import ConfigError, coerce, load_toml
+
+# The side-by-side table's rows: vLLM's benchmark names first, then this project's own metrics.
+COMPARE_METRICS: tuple[str, ...] = (
+    "num_requests", "num_finished", "duration_s", "request_throughput", "output_throughput",
+    "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
+    "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms",
+    "mean_queueing_ms", "mean_hol_blocking_ms", "p99_hol_blocking_ms", "hol_blocked_fraction",
+    "num_preemptions", "preemption_rate", "num_pauses", "pause_rate", "pauses_per_1k_steps",
+    "recomputed_tokens", "recomputed_share", "prefix_cache_hit_rate", "num_prefix_skips",
+    "truncated_tokens", "mean_kv_usage", "max_kv_usage", "gpu_idle_fraction", "cpu_hidden_fraction",
+    "request_goodput", "goodput_fraction", "num_steps", "sim_wall_s",
+)
+
+
+def _quantile_ms(values: pd.Series, q: float) -> float:
+    """A quantile of a seconds column in ms (NaN when empty)."""
+    values = values.dropna()
+    return float(values.quantile(q) * 1e3) if len(values) else math.nan
+
+
+def derived_metrics(summary: dict[str, Any], requests: pd.DataFrame) -> dict[str, Any]:
+    """Summary scalars plus the per-request figures the compare table adds (HOL tail, pause rate)."""
+    out = {k: v for k, v in summary.items() if isinstance(v, (int, float, bool)) or v is None}
+    n = max(int(summary.get("num_requests", len(requests)) or 0), 1)
+    if "num_pauses" in out and "pause_rate" not in out:
+        out["pause_rate"] = out["num_pauses"] / n
+    if "hol_blocking_time" in requests:
+        hol = requests["hol_blocking_time"]
+        out["p99_hol_blocking_ms"] = _quantile_ms(hol, 0.99)
+        out["hol_blocked_fraction"] = float((hol.fillna(0) > 0).mean()) if len(hol) else math.nan
+    if out.get("request_goodput") is not None and summary.get("duration_s"):
+        out["goodput_fraction"] = out["request_goodput"] * summary["duration_s"] / n
+    return out
+
+
+def add_compare_arguments(p: argparse.ArgumentParser) -> None:
+    """Flags of `schedsim compare` beyond the shared run flags."""
+    p.add_argument("--policies", nargs="+", default=[], metavar="NAME",
+                   help="policies to compare on the same workload and seed (space or comma separated)")
+    p.add_argument("--variant", action="append", type=Path, default=[], metavar="FILE.toml",
+                   help="a config to compare: RunConfig keys overlaid on the base (repeatable); "
+                        "labelled by the file's stem")
+    p.add_argument("--no-plots", action="store_true", help="skip the overlaid PNG plots")
+
+
+def make_variants(base: Any, policies: Sequence[str], files: Sequence[Path]) -> list[tuple[str, Any]]:
+    """(label, RunConfig) for each policy and each variant file, in the order given."""
+    names = [n for item in policies for n in item.split(",") if n]
+    variants = [(name, dataclasses.replace(base, policy=name)) for name in names]
+    for path in files:
+        data = coerce(type(base), load_toml(path), str(path))
+        try:
+            variants.append((path.stem, dataclasses.replace(base, **data)))
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"{path}: {exc}") from None
+    if not variants:
+        variants = [(getattr(base, "policy", "base"), base)]
+    labels = [label for label, _ in variants]
+    dupes = sorted({x for x in labels if labels.count(x) > 1})
+    if dupes:
+        raise ConfigError(f"compare: duplicate variant label(s) {dupes}")
+    return variants
+
+
+def run_variants(variants: Sequence[tuple[str, Any]], progress: bool = True,
+                 workload: pd.DataFrame | None = None) -> dict[str, Any]:
+    """Simulate each (label, RunConfig) on one loaded copy of its trace (or on `workload` for all)."""
+    from tqdm import tqdm
+
+    from schedsim.run.simulate import simulate
+    from schedsim.traces import load_workload
+
+    traces: dict[str, pd.DataFrame] = {}
+    results = {}
+    for label, config in tqdm(variants, desc="compare", disable=not progress, unit="run"):
+        if workload is None and config.trace not in traces:  # simulate() applies max_requests, rate
+            traces[config.trace] = load_workload(config.trace)
+        shared = workload if workload is not None else traces[config.trace]
+        results[label] = simulate(config, workload=shared, progress=False)
+    return results
+
+
+def compare_table(results: Mapping[str, Any]) -> pd.DataFrame:
+    """One tidy row per variant: label, policy and every metric of the side-by-side table."""
+    return pd.DataFrame([{"label": label, "policy": r.config.get("policy"),
+                          **derived_metrics(r.summary, r.requests)} for label, r in results.items()])
+
+
+def compare_configs(variants: Sequence[tuple[str, Any]], out: Path | None = None,
+                    progress: bool = True, plots: bool = True) -> pd.DataFrame:
+    """Simulate each variant; write per-variant tables, compare.parquet and the overlaid plots."""
+    from schedsim.outputs.files import write_run
+    from schedsim.outputs.compare_plots import plot_compare
+
+    results = run_variants(variants, progress)
+    table = compare_table(results)
+    if out is not None:
+        for label, result in results.items():
+            write_run(result, out / label, plots=False)
+        table.to_parquet(out / "compare.parquet", index=False)
+        if plots:
+            plot_compare(results, out)
+    return table
+
+
+def side_by_side(table: pd.DataFrame) -> pd.DataFrame:
+    """Metrics as rows, variants as columns: the table people read."""
+    metrics = [m for m in COMPARE_METRICS if m in table.columns]
+    return table.set_index("label")[metrics].T
+
+
+def format_side_by_side(table: pd.DataFrame) -> str:
+    """The side-by-side table as text with sensible precision."""
+    wide = side_by_side(table)
+    fmt = wide.map(lambda v: "-" if v is None or (isinstance(v, float) and math.isnan(v))
+                   else f"{v:,.4g}" if isinstance(v, float) else str(v))
+    return fmt.to_string()
+
+
+def run_compare(args: argparse.Namespace, resolve: Callable[..., Any]) -> int:
+    """The `schedsim compare` command."""
+    from schedsim.cli.main import check_config
+
+    base = resolve(args, args._dests)
+    variants = make_variants(base, args.policies, args.variant)
+    for label, config in variants:
+        check_config(config, f"variant {label!r}")
+    table = compare_configs(variants, out=args.out, progress=not args.no_progress,
+                            plots=not args.no_plots)
+    print(format_side_by_side(table))
+    print(f"\nwrote {args.out}/ (compare.parquet, per-variant tables, cdf_latency.png, over_time.png)")
+    return 0

@@ -1,0 +1,96 @@
+"""Resolve a RunConfig into the concrete pieces of a run: specs, KV pool, models, policy options."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from schedsim.run.config import RunConfig
+from schedsim.policies import get_policy_info
+
+# RunConfig fields forwarded to the policy's SchedulerConfig when the policy has them.
+POLICY_FIELDS = ("block_size", "num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens",
+                 "max_model_len", "enable_prefix_caching", "enable_chunked_prefill",
+                 "scheduling_policy", "num_spec_tokens")
+
+
+def make_latency(cfg: RunConfig) -> Any:
+    """The GPU step-time model from schedsim.latency, calibrated when the config names a file."""
+    from schedsim.latency import make_latency_model
+
+    return make_latency_model(cfg.model, cfg.gpu, cfg.tp, cfg.latency_model,
+                              calibration=cfg.latency_calibration)
+
+
+def make_cpu_model(cfg: RunConfig) -> Any:
+    """The CPU phase-cost model (defaults, or a `schedsim calibrate --cpu` file), scaled."""
+    from schedsim.latency.cpu_cost import CpuCostModel, load_cpu_cost
+
+    if cfg.cpu_cost_file is None:
+        return CpuCostModel(scale=cfg.cpu_cost_scale)
+    base = load_cpu_cost(cfg.cpu_cost_file)
+    return CpuCostModel(base.config, scale=base.scale * cfg.cpu_cost_scale)
+
+
+@dataclass
+class ResolvedRun:
+    """Everything a run needs, with every default filled in."""
+
+    config: RunConfig
+    policy_options: dict[str, Any]
+    num_gpu_blocks: int
+    max_model_len: int
+    latency_model: Any
+    cpu_model: Any
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready: the config, the resolved values and the models' descriptions."""
+        out = self.config.to_dict()
+        out.update(num_gpu_blocks=self.num_gpu_blocks, max_model_len=self.max_model_len,
+                   resolved_policy_options=dict(self.policy_options),
+                   latency_model_description=self.latency_model.describe(),
+                   cpu_model_description=self.cpu_model.describe())
+        return out
+
+
+def _policy_options(cfg: RunConfig, num_gpu_blocks: int, max_model_len: int) -> dict[str, Any]:
+    """RunConfig's scheduler fields merged into policy_options (conflicts are errors)."""
+    info = get_policy_info(cfg.policy)
+    known = {f.name: f for f in dataclasses.fields(info.config_cls)}
+    clash = sorted(set(cfg.policy_options) & set(POLICY_FIELDS))
+    if clash:
+        raise ValueError(f"RunConfig.policy_options: set {clash} as RunConfig field(s), "
+                         "not as policy options")
+    values = {name: getattr(cfg, name) for name in POLICY_FIELDS}
+    values.update(num_gpu_blocks=num_gpu_blocks, max_model_len=max_model_len)
+    chunked = values["enable_chunked_prefill"]
+    if chunked is None and "enable_chunked_prefill" in known:
+        chunked = known["enable_chunked_prefill"].default
+    if chunked is False and values["max_num_batched_tokens"] is None:
+        values["max_num_batched_tokens"] = max(max_model_len, 2048)  # vLLM's rule without chunking
+    opts = {k: v for k, v in values.items() if v is not None and k in known}
+    if cfg.num_spec_tokens and "num_spec_tokens" not in known:
+        raise ValueError(f"RunConfig.num_spec_tokens: policy {cfg.policy!r} has no speculative decoding")
+    opts.update(cfg.policy_options)
+    unknown = sorted(set(opts) - set(known))
+    if unknown:
+        raise ValueError(f"RunConfig.policy_options: policy {cfg.policy!r} has no option(s) {unknown}; "
+                         f"known: {sorted(known)}")
+    info.config_cls(**opts)  # the policy's own validation, naming its field
+    return opts
+
+
+def resolve_run(cfg: RunConfig) -> ResolvedRun:
+    """Fill in the KV pool, max_model_len, latency and CPU models for a config."""
+    from schedsim.latency.memory import kv_pool_blocks
+    from schedsim.latency.specs import get_model_spec
+
+    spec = get_model_spec(cfg.model)
+    max_model_len = cfg.max_model_len or spec.max_position_embeddings
+    blocks = cfg.num_gpu_blocks
+    if blocks is None:
+        blocks = kv_pool_blocks(cfg.model, cfg.gpu, cfg.tp, cfg.block_size, cfg.gpu_memory_utilization)
+    opts = _policy_options(cfg, blocks, max_model_len)
+    return ResolvedRun(cfg, opts, blocks, max_model_len,
+                       make_latency(cfg), make_cpu_model(cfg))

@@ -1,0 +1,1 @@
+"""schedsim.worlds."""

@@ -1,0 +1,141 @@
+"""The simulated executor: turns a StepPlan into a StepResult (oracle) and a GPU time (latency model).
+
+It implements schedsim.policies.Executor. `launch` does all the work at once (the result depends
+only on the plan and the requests' state at launch); the world decides when the result becomes
+visible. The executor keeps, like a model runner, each running request's true next output position:
+with async scheduling and speculative decoding the plan's context lengths are optimistic (they
+assume every draft is accepted), so a continuing request samples at its true position, while a
+new or resumed request (its worker state rebuilt) samples at the position its plan implies.
+A request counts as a decode when it computes exactly one new token past its prompt
+(plus verified drafts); anything else, including a resumed request recomputing its prompt and
+outputs after preemption, is a prefill chunk.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from schedsim.latency.base import StepShape
+from schedsim.worlds.oracle import WorkloadOracle, synthetic_token
+from schedsim.policies import Request, StepPlan, StepResult
+
+
+@dataclass(slots=True, eq=False, init=False)  # explicit __init__: native when compiled
+class SimStep:
+    """A launched step: its result, modelled GPU time and batch composition."""
+
+    step: int
+    plan: StepPlan
+    result: StepResult
+    gpu_time: float
+    num_prefill_reqs: int
+    num_decode_reqs: int
+    num_prefill_tokens: int
+    num_decode_tokens: int
+    num_spec_tokens: int
+    defer_sampling: bool
+    # filled in by the world that runs it
+    ready: float
+    start: float
+    end: float
+
+    def __init__(self, step: int, plan: StepPlan, result: StepResult, gpu_time: float,
+                 num_prefill_reqs: int = 0, num_decode_reqs: int = 0, num_prefill_tokens: int = 0,
+                 num_decode_tokens: int = 0, num_spec_tokens: int = 0,
+                 defer_sampling: bool = False) -> None:
+        self.step, self.plan, self.result, self.gpu_time = step, plan, result, gpu_time
+        self.num_prefill_reqs, self.num_decode_reqs = num_prefill_reqs, num_decode_reqs
+        self.num_prefill_tokens, self.num_decode_tokens = num_prefill_tokens, num_decode_tokens
+        self.num_spec_tokens, self.defer_sampling = num_spec_tokens, defer_sampling
+        self.ready, self.start, self.end = 0.0, math.nan, math.nan
+
+
+class SimExecutor:
+    """Executor protocol over a workload oracle and a latency model."""
+
+    def __init__(self, oracle: WorkloadOracle, latency_model: Any, propose_drafts: bool = True) -> None:
+        self.oracle = oracle
+        self.latency_model = latency_model
+        self.propose_drafts = propose_drafts
+        self._next: dict[str, int] = {}  # request id -> next output position on the "worker"
+
+    def launch(self, plan: StepPlan, requests: Mapping[str, Request], step: int = -1,
+               defer_sampling: bool = False) -> SimStep:
+        """Compute the step's sampled tokens and shape now; the world times its completion."""
+        result = StepResult(step_id=plan.step_id)
+        handle = SimStep(step, plan, result, 0.0, defer_sampling=defer_sampling)
+        if not plan.num_scheduled_tokens:
+            return handle
+        shape = StepShape()
+        self._play(plan, requests, result, shape, handle)
+        handle.gpu_time = float(self.latency_model.step_time(shape))
+        return handle
+
+    def collect(self, handle: SimStep) -> StepResult:
+        """The launched step's result."""
+        return handle.result
+
+    def _reset_positions(self, plan: StepPlan) -> None:
+        """Forget worker state of finished requests and of those whose KV is rebuilt."""
+        for rid in plan.finished_req_ids:
+            self.oracle.forget(rid)
+        nxt = self._next
+        for ids in (plan.finished_req_ids, plan.preempted_req_ids, plan.paused_req_ids,
+                    plan.new_req_ids, plan.resumed_req_ids):
+            for rid in ids:
+                nxt.pop(rid, None)
+
+    def _play(self, plan: StepPlan, requests: Mapping[str, Request], result: StepResult,
+              shape: StepShape, h: SimStep) -> None:
+        """Classify each scheduled request and sample its tokens (the simulator's hot loop)."""
+        oracle, spec, ctxs = self.oracle, plan.spec_decode_tokens, plan.context_lens
+        sampled, drafts = result.sampled_token_ids, result.draft_token_ids
+        prefills, decodes = shape.prefills, shape.decodes
+        check_kv = bool(oracle._kv_fail)
+        self._reset_positions(plan)
+        nxt, token, info, span = self._next, oracle.token, oracle._info, oracle._span
+        propose = self.propose_drafts
+        pre_tok = dec_tok = spec_tok = 0
+        for rid, n in plan.num_scheduled_tokens.items():
+            req = requests[rid]
+            ctx = ctxs[rid]
+            k = len(spec[rid]) if spec and rid in spec else 0
+            new = n - k
+            prompt = req.prompt_len
+            if new == 1 and ctx >= prompt:
+                decodes.append((ctx, k))
+                dec_tok += n
+                spec_tok += k
+            else:
+                prefills.append((new, ctx))
+                pre_tok += new
+            if check_kv and oracle.kv_load_fails(rid):
+                result.failed_kv_load_ids.add(rid)
+                sampled[rid] = []
+                continue
+            index = nxt.get(rid)
+            if index is None:  # new, resumed or still prefilling: position from the plan
+                end = ctx + new
+                if end < prompt + len(req.output_token_ids):
+                    sampled[rid] = []  # a prefill chunk samples nothing
+                    continue
+                index = end - prompt
+            if k:
+                toks = oracle.sample(req, index, k)
+            else:  # the common case, inlined: WorkloadOracle.token
+                key, last = info[rid]
+                eos = req.eos_token_id
+                if index == last and eos is not None and not req.ignore_eos:
+                    toks = [eos]
+                else:
+                    tok = synthetic_token(key, index, span)
+                    toks = [tok if tok != eos and not req.stop_token_ids else token(req, index)]
+            sampled[rid] = toks
+            nxt[rid] = index + len(toks)
+            if propose and req.num_spec_tokens:
+                drafts[rid] = oracle.propose(req, index + len(toks) - 1)
+        h.num_prefill_reqs, h.num_decode_reqs = len(prefills), len(decodes)
+        h.num_prefill_tokens, h.num_decode_tokens, h.num_spec_tokens = pre_tok, dec_tok, spec_tok

@@ -1,0 +1,195 @@
+"""The workload oracle: plays the model's outputs, deterministically from (seed, request, position).
+
+Rules (the same as the conformance fake model, issue 2 section 7):
+- a step samples a token for a request unless it leaves part of the request's known tokens
+  (prompt + delivered outputs) uncomputed: a prefill chunk samples nothing;
+- the token sampled by a step after which the request has n computed tokens is its output number
+  n - prompt_len + 1 (so sync and async engines emit the same tokens at the same positions);
+- the output number `target_output_tokens` is the request's EOS token; every other position gets a
+  synthetic id in [3, vocab) that is never the EOS id;
+- drafts are accepted one by one with probability `acceptance_rate`, by seeded draws, stopping at
+  the first rejection; accepted drafts carry the tokens of their positions, then the bonus token;
+- the fault plan names requests whose first scheduled step fails to load their KV.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable
+from typing import Any, Final
+
+import numpy as np
+from mypy_extensions import i64
+
+from schedsim import accel
+from schedsim.policies import Request
+
+MASK64: Final = (1 << 64) - 1
+_INV_2_53: Final = 1.0 / (1 << 53)
+_PHI: Final = 0x9E3779B97F4A7C15  # 2^64 / golden ratio: spreads consecutive positions
+
+
+def _phi_i64() -> i64:
+    """_PHI - 2^64, the same multiplier as a signed 64-bit value, built from two halves: compiled,
+    a literal below -2^62 would be a boxed int converted on every use, this is a native static."""
+    high: i64 = -1640531527  # 0x9E3779B9 - 2^32
+    return high * 0x100000000 + 0x7F4A7C15  # (a shift by 32 would be emitted as a C int shift)
+
+
+PHI_I64: Final[i64] = _phi_i64()
+_PHI_U64, _U32, _U3 = np.uint64(_PHI), np.uint64(32), np.uint64(3)
+# token_rows: below this many tokens a Python loop beats numpy's fixed cost; compiled, always
+GRID_MIN: Final = 1 << 62 if accel.status().active else 32
+
+
+def to_i64(x: int) -> int:
+    """A 64-bit unsigned value as the signed integer with the same low 64 bits."""
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+def synthetic_token(key: i64, index: i64, span: i64) -> i64:
+    """3 + bits 32..63 of (key + index) * PHI (mod 2^64), mod span: the token at a position.
+
+    `key` is the request key as a signed 64-bit integer (`to_i64`). Compiled, the product wraps
+    in 64 bits; interpreted it is exact; bits 32..63 of both are the same.
+    """
+    x: i64 = (key + index) * PHI_I64
+    return 3 + ((x >> 32) & 0xFFFFFFFF) % span
+
+
+def mix64(x: int) -> int:
+    """splitmix64's finaliser: a cheap, well-spread hash of a 64-bit integer."""
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9 & MASK64
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EB & MASK64
+    return x ^ (x >> 31)
+
+
+def request_key(seed: int, request_id: str) -> int:
+    """A per-request 64-bit key independent of Python's randomised str hash."""
+    return mix64((seed * 0x9E3779B97F4A7C15 + zlib.crc32(request_id.encode())) & MASK64)
+
+
+def uniform(key: int) -> float:
+    """A uniform draw in [0, 1) from a key."""
+    return (mix64(key) >> 11) * _INV_2_53
+
+
+class WorkloadOracle:
+    """Knows each request's true output length and answers what the model samples."""
+
+    def __init__(self, seed: int = 0, vocab_size: int = 32000, acceptance_rate: float = 0.7,
+                 kv_load_failures: Iterable[str] = ()) -> None:
+        if vocab_size < 8:
+            raise ValueError(f"WorkloadOracle.vocab_size must be >= 8, got {vocab_size}")
+        if not 0.0 <= acceptance_rate <= 1.0:
+            raise ValueError(f"WorkloadOracle.acceptance_rate must be in [0, 1], got {acceptance_rate}")
+        self.seed = seed
+        self.vocab_size = vocab_size
+        self.acceptance_rate = acceptance_rate
+        self.targets: dict[str, int] = {}
+        self._keys: dict[str, int] = {}
+        self._info: dict[str, tuple[int, int]] = {}  # request id -> (signed key, EOS position)
+        self._span = vocab_size - 3
+        self._kv_fail: set[str] = set(kv_load_failures)
+        # one int object per token id: rows reference them instead of boxing a new int per token
+        self._ids: list[Any] = list(range(vocab_size))
+
+    def add(self, request_id: str, target_output_tokens: int) -> None:
+        """Register a request and the number of tokens after which it emits EOS."""
+        if target_output_tokens < 1:
+            raise ValueError(f"request {request_id}: target_output_tokens must be >= 1")
+        self.targets[request_id] = target_output_tokens
+        key = request_key(self.seed, request_id)
+        self._keys[request_id] = key
+        self._info[request_id] = (to_i64(key), target_output_tokens - 1)
+
+    def forget(self, request_id: str) -> None:
+        """Drop a finished request's entries (keeps memory flat over long traces)."""
+        self._info.pop(request_id, None)
+        self._keys.pop(request_id, None)
+        self.targets.pop(request_id, None)
+
+    def token(self, req: Request, index: int) -> int:
+        """The token at 0-based output position `index` of a request."""
+        key, last = self._info[req.request_id]
+        eos = req.eos_token_id
+        if index == last and eos is not None and not req.ignore_eos:
+            return eos
+        tok: int = synthetic_token(key, index, self._span)
+        if tok == eos or (req.stop_token_ids and tok in req.stop_token_ids):
+            while tok == eos or tok in req.stop_token_ids:
+                tok = 3 + (tok - 2) % self._span
+        return tok
+
+    def tokens(self, req: Request, first: int, count: int) -> list[int]:
+        """`token` at positions first .. first + count - 1, the same formula as one list (jumps)."""
+        return self.token_rows([req], [first], count)[0]
+
+    def token_rows(self, reqs: list[Request], firsts: list[int], count: int) -> list[list[int]]:
+        """`tokens` of many requests at once (a uint64 grid, which wraps as MASK64 does, when large)."""
+        info, span = self._info, self._span
+        rows: list[list[int]]
+        if len(reqs) * count < GRID_MIN:  # numpy's fixed cost would dominate
+            rows = []
+            span64: i64 = span
+            ids = self._ids
+            n: i64 = count
+            for j in range(len(reqs)):  # (compiled, an indexed loop beats zip)
+                key: i64 = info[reqs[j].request_id][0]  # converted once, not per token
+                pos: i64 = firsts[j]
+                row: list[Any] = [None] * count
+                # synthetic_token inlined, every operand native (compiled: no call, no boxing)
+                for i in range(n):
+                    x: i64 = (key + pos + i) * PHI_I64
+                    row[i] = ids[3 + ((x >> 32) & 0xFFFFFFFF) % span64]
+                rows.append(row)
+        else:
+            keys = np.array([info[r.request_id][0] for r in reqs], np.int64).view(np.uint64)
+            keys += np.array(firsts, np.uint64)
+            grid: Any = keys[:, None] + np.arange(count, dtype=np.uint64)
+            grid *= _PHI_U64
+            grid >>= _U32
+            grid %= np.uint64(span)
+            grid += _U3
+            rows = grid.tolist()
+        for j in range(len(reqs)):
+            req, first, row = reqs[j], firsts[j], rows[j]
+            eos, stops = req.eos_token_id, req.stop_token_ids
+            # synthetic ids are >= 3: an EOS id below cannot be among them (no scan)
+            if (eos is not None and eos >= 3 and eos in row) or (
+                    stops and not set(stops).isdisjoint(row)):
+                row[:] = [self.token(req, first + p) for p in range(count)]  # ids token() remaps
+            elif eos is not None and not req.ignore_eos:
+                last = info[req.request_id][1]
+                if first <= last < first + count:
+                    row[last - first] = eos
+        return rows
+
+    def num_accepted(self, request_id: str, index: int, num_drafts: int) -> int:
+        """Drafts accepted when verifying `num_drafts` drafts after output position `index`."""
+        p = self.acceptance_rate
+        if num_drafts == 0 or p <= 0.0:
+            return 0
+        base = (self._keys[request_id] ^ 0x5BD1E995) + index * 0x2545F4914F6CDD1D
+        for i in range(num_drafts):
+            if uniform((base + i) & MASK64) >= p:
+                return i
+        return num_drafts
+
+    def sample(self, req: Request, index: int, num_drafts: int) -> list[int]:
+        """Accepted drafts then the bonus token, starting at output position `index`."""
+        a = self.num_accepted(req.request_id, index, num_drafts) if num_drafts else 0
+        if a == 0:
+            return [self.token(req, index)]
+        return [self.token(req, index + i) for i in range(a + 1)]
+
+    def propose(self, req: Request, index: int) -> list[int]:
+        """Drafts a proposer offers after output position `index` (their values are never checked)."""
+        return [self.token(req, index + 1 + i) for i in range(req.num_spec_tokens)]
+
+    def kv_load_fails(self, request_id: str) -> bool:
+        """True once for a request the fault plan says fails its KV load."""
+        if request_id in self._kv_fail:
+            self._kv_fail.discard(request_id)
+            return True
+        return False

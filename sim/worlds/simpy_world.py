@@ -1,0 +1,245 @@
+"""The SimPy world: resolves the engine's waits in simulated time.
+
+The engine runs as a SimPy process. A CPU phase advances the engine thread's clock by the CPU
+model's cost; a Launch puts the step on the GPU, a FIFO server whose start and end times are closed
+form (start = max(launch time, end of the previous step), end = start + the latency model's time,
+or later when a deferred sample holds the GPU); a WaitStep sleeps until that end. So in sync mode
+the GPU idles while the CPU works, and with a batch queue the CPU works while the GPU runs. A Jump
+hands the loop to the exact fast-forward (`schedsim.fastforward.stretch`).
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+import numpy as np
+import simpy
+
+from schedsim.metrics.column import Column
+from schedsim.engine.loop import Engine
+from schedsim.worlds.executor import SimExecutor, SimStep
+from schedsim.fastforward.stretch import fast_forward
+from schedsim.metrics.recorder import KIND_CODES, MetricsRecorder
+from schedsim.policies import Request
+from schedsim.engine.waits import CpuPhase, Inputs, Jump, Launch, PollInputs, Sample, WaitArrival, WaitStep
+
+# event kinds in the input stream
+ARRIVAL: Final = 0
+ABORT: Final = 1
+
+
+class InputStream:
+    """Arrivals and client aborts sorted by time; hands out what is due.
+
+    Arrivals are either ready Requests or, with `make`, positions that `make` turns into a Request
+    only when it is due: a million-request replay never holds a million Requests.
+    """
+
+    def __init__(self, arrivals: Sequence[Any], aborts: Sequence[tuple[float, str]],
+                 make: Callable[[int], Request] | None = None) -> None:
+        """arrivals: Requests, or (with `make`) arrival times."""
+        if make is None:
+            ready: list[Request] = list(arrivals)
+            times = np.array([r.arrival_time for r in ready], dtype=float)
+            make = ready.__getitem__
+        else:
+            times = np.asarray(arrivals, dtype=float)
+        abort_times = np.array([t for t, _ in aborts], dtype=float)
+        all_times = np.concatenate([times, abort_times])
+        kinds = np.concatenate([np.full(len(times), ARRIVAL, dtype=np.int8),
+                                np.full(len(abort_times), ABORT, dtype=np.int8)])
+        refs = np.concatenate([np.arange(len(times)), np.arange(len(abort_times))])
+        order = np.lexsort((refs, kinds, all_times))  # by time, arrivals before aborts, then order
+        self.times: list[float] = all_times[order].tolist()
+        self.kinds = array("b", kinds[order].tobytes())
+        self.refs = array("q", refs[order].astype(np.int64).tobytes())
+        self.abort_ids = [rid for _, rid in aborts]
+        self.make: Callable[[int], Request] = make
+        self.pos = 0
+
+    def next_time(self) -> float | None:
+        """Time of the next input, None when exhausted."""
+        return self.times[self.pos] if self.pos < len(self.times) else None
+
+    def next_abort_poll_time(self) -> float | None:
+        """When an aborts-only poll would next take something: the next input if it is an abort
+        (an arrival ahead of the aborts holds them back), None otherwise."""
+        pos = self.pos
+        return self.times[pos] if pos < len(self.times) and self.kinds[pos] == ABORT else None
+
+    def take(self, now: float, aborts_only: bool = False) -> Inputs:
+        """Inputs due by `now`; with aborts_only, requests due are left in the stream."""
+        times, pos = self.times, self.pos
+        n = len(times)
+        out = Inputs()
+        if pos >= n or times[pos] > now:
+            return out  # nothing due (most polls)
+        kinds, refs = self.kinds, self.refs
+        while pos < n and times[pos] <= now:
+            if kinds[pos] == ABORT:
+                out.abort_ids.append(self.abort_ids[refs[pos]])
+            elif aborts_only:
+                break  # later aborts stay queued behind this arrival, in order
+            else:
+                out.requests.append(self.make(refs[pos]))
+            pos += 1
+        self.pos = pos
+        return out
+
+
+class SimWorld:
+    """Runs one engine against a simulated executor, CPU cost model and clock.
+
+    The engine thread's CPU phases are strictly sequential and nothing else observes the engine
+    between them, so the engine process keeps its own clock `cpu_now` and only yields to SimPy
+    when it waits: for a step to finish or for the next input. The GPU is a FIFO server in closed
+    form: a launched step starts at max(its ready time, the end of the step before it) and ends
+    `gpu_time` later (a deferred sample holds it until the engine releases it), so every time is
+    a plain sum of model costs, with no rounding from SimPy's relative timeouts; that is what lets
+    `schedsim.fastforward.stretch` jump many steps and land on the very same floats.
+    """
+
+    def __init__(self, engine: Engine, executor: SimExecutor, cpu_model: Any, inputs: InputStream,
+                 metrics: MetricsRecorder | None = None, until: float | None = None,
+                 on_progress: Callable[[int], None] | None = None) -> None:
+        self.env = simpy.Environment(initial_time=min(0.0, inputs.next_time() or 0.0))
+        self.engine, self.executor, self.cpu_model = engine, executor, cpu_model
+        self.inputs, self.metrics = inputs, metrics
+        self.until = math.inf if until is None else until
+        self.on_progress = on_progress
+        self.cpu_now = self.env.now
+        self.gpu_free = -math.inf  # when the GPU finishes the last launched step
+        self.num_jumps = self.num_jumped_steps = 0
+        # fast-forward: each decode batch size's CPU phase costs (fastforward_timeline)
+        self.ff_decode_costs: dict[int, tuple[float, float, float, float]] = {}
+        self.finished = False
+        # time-parallel runs (schedsim.run.segments): called where the engine idles before an
+        # arrival; True ends this run there, spliced to another process's run of the rest
+        self.on_idle: Callable[[Any, float], bool] | None = None
+
+    def clock(self) -> float:
+        """The engine thread's current time (for the metrics recorder)."""
+        return self.cpu_now
+
+    def run(self) -> None:
+        """Run until the engine loop ends (or until a wait would end after `until`)."""
+        self.env.run(until=self.env.process(self._process()))
+
+    def _process(self) -> Any:
+        """The engine's SimPy process: the loop, then the clock caught up."""
+        yield from self._drive()
+        yield from self._catch_up()
+
+    def _sleep(self, t: float) -> Any:
+        """Let SimPy's clock follow the engine thread to time t (the thread's clock is exact).
+
+        Only when another SimPy event is due by then: with nothing else scheduled no other process
+        can run before the engine resumes, so the clock is left behind (a timeout per step costs
+        more than a step's CPU work) and caught up by the next wait that does yield, or at the end.
+        """
+        env = self.env
+        if t > env.now and env.peek() <= t:
+            yield env.timeout(t - env.now)
+
+    def _catch_up(self) -> Any:
+        """At the end of the run: SimPy's clock where the engine thread stopped."""
+        env = self.env
+        if self.cpu_now > env.now:
+            yield env.timeout(self.cpu_now - env.now)
+
+    def _drive(self) -> Any:
+        """Feed the engine generator the answers to its waits."""
+        gen, phase_time, until = self.engine.run(), self.cpu_model.phase_time, self.until
+        record = _cpu_timeline_columns(self.metrics)
+        value: Any = None
+        while True:
+            try:
+                wait = gen.send(value)
+            except StopIteration:
+                self.finished = True
+                return
+            value = None
+            if isinstance(wait, CpuPhase):  # isinstance: compiled, the fields are then native reads
+                dt: float = phase_time(wait.kind, wait.num_reqs, wait.num_tokens)
+                if dt > 0:
+                    start = self.cpu_now
+                    self.cpu_now = end = start + dt
+                    if record is not None:  # metrics.add_interval, inlined (hot)
+                        knd, starts, ends, steps = record
+                        knd.append(KIND_CODES[wait.kind])
+                        starts.append(start)
+                        ends.append(end)
+                        steps.append(wait.step)
+            elif isinstance(wait, Launch):
+                value = self._launch(wait)
+            elif isinstance(wait, WaitStep):
+                h: SimStep = wait.handle
+                t = h.end if h.end > self.cpu_now else self.cpu_now
+                if t > until:
+                    return
+                yield from self._sleep(t)
+                self.cpu_now = t
+                value = self.executor.collect(h)
+            elif isinstance(wait, PollInputs):
+                value = self.inputs.take(self.cpu_now, wait.aborts_only)
+            elif isinstance(wait, Jump):
+                value = self._jump()
+            elif isinstance(wait, Sample):
+                self._release(wait.handle)
+            elif isinstance(wait, WaitArrival):
+                due = self.inputs.next_time()
+                if due is not None:
+                    if self.on_idle is not None and self.on_idle(self, due):
+                        return
+                    t = due if due > self.cpu_now else self.cpu_now
+                    if t > until:
+                        return
+                    yield from self._sleep(t)
+                    self.cpu_now = t
+                    value = self.inputs.take(t)
+            else:
+                raise TypeError(f"engine yielded an unknown wait {wait!r}")
+
+    def _launch(self, wait: Launch) -> SimStep:
+        """Compute the step now and place it on the GPU's FIFO."""
+        h = self.executor.launch(wait.plan, wait.requests, wait.step, wait.defer_sampling)
+        if self.gpu_free != self.gpu_free:
+            raise RuntimeError("a step was launched before the deferred sample ahead of it")
+        h.ready = self.cpu_now
+        h.start = start = h.ready if h.ready > self.gpu_free else self.gpu_free
+        forward_end = start + h.gpu_time
+        if self.metrics is not None and h.gpu_time > 0:
+            self.metrics.add_interval("gpu", "forward", start, forward_end, h.step)
+        if wait.defer_sampling:
+            self.gpu_free = math.nan  # the GPU holds until the engine releases the sample
+        else:
+            self._done(h, forward_end)
+        if self.on_progress is not None:
+            self.on_progress(wait.step)
+        return h
+
+    def _release(self, h: SimStep) -> None:
+        """A deferred sample is released now: the step ends when both forward and release are done."""
+        forward_end = h.start + h.gpu_time
+        self._done(h, forward_end if forward_end > self.cpu_now else self.cpu_now)
+
+    def _done(self, h: SimStep, end: float) -> None:
+        """The step's end is known: the GPU is free from then on."""
+        h.end = self.gpu_free = end
+        if self.metrics is not None:
+            self.metrics.on_step_done(h)
+
+    def _jump(self) -> int:
+        """Exact fast-forward over steady decode steps (see schedsim.fastforward.stretch, which counts
+        its stretches in num_jumps and num_jumped_steps)."""
+        return fast_forward(self)
+
+
+def _cpu_timeline_columns(metrics: MetricsRecorder | None) -> tuple[Column, Column, Column, Column] | None:
+    """The recorder's CPU timeline columns (None without a recorder)."""
+    if metrics is None:
+        return None
+    return metrics.cpu_timeline
