@@ -1,15 +1,16 @@
 """Replay the whole Azure conversation trace with vllm-async on Llama-3.1-8B / H100; print speed.
 
 Usage: python bench/bench_default.py [--max-requests N] [--profile OUT.prof] [--policy NAME]
-                                     [--no-fast-forward] [--parallel auto|on|off]
+                                     [--no-fast-forward]
 Prints wall seconds, simulated steps and requests per wall second, and peak memory
-(tracemalloc peak of Python allocations, the process's max RSS and its time-parallel helper's).
+(the process's max RSS; with --tracemalloc, the peak of Python allocations).
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import os
 import platform
 import resource
 import time
@@ -25,14 +26,12 @@ def main() -> None:
     ap.add_argument("--policy", default="vllm-async")
     ap.add_argument("--no-fast-forward", action="store_true",
                     help="simulate every step (RunConfig.fast_forward=False) to compare")
-    ap.add_argument("--parallel", choices=("auto", "on", "off"), default="auto",
-                    help="RunConfig.parallel: the time-parallel helper process (docs/performance.md)")
     ap.add_argument("--profile", metavar="OUT.prof", help="write a cProfile dump (slows the run)")
     ap.add_argument("--tracemalloc", action="store_true",
                     help="also trace Python allocations (slows the run ~2x)")
     args = ap.parse_args()
     cfg = RunConfig(policy=args.policy, max_requests=args.max_requests,
-                    fast_forward=not args.no_fast_forward, parallel=args.parallel)
+                    fast_forward=not args.no_fast_forward)
     if args.tracemalloc:
         tracemalloc.start()
     prof = cProfile.Profile() if args.profile else None
@@ -45,7 +44,6 @@ def main() -> None:
         prof.dump_stats(args.profile)
     wall = time.perf_counter() - t0
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    helper = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = usage.ru_utime + usage.ru_stime
     s = res.summary
     rss_gib = usage.ru_maxrss / 1024**2
@@ -62,9 +60,7 @@ def main() -> None:
           "(the fairer figure on a shared machine)")
     print(f"steps per wall second: {s['num_steps'] / wall:,.0f}")
     print(f"requests per wall second: {s['num_requests'] / wall:,.0f}")
-    print(f"peak RSS: {rss_gib:.2f} GiB (time-parallel helper: {helper.ru_maxrss / 1024**2:.2f} GiB, "
-          f"CPU {helper.ru_utime + helper.ru_stime:.1f} s)")
-    print(f"parallel: {res.config['parallel_resolved']}")
+    print(f"peak RSS: {rss_gib:.2f} GiB")
     if args.tracemalloc:
         print(f"tracemalloc peak: {tracemalloc.get_traced_memory()[1] / 1024**3:.2f} GiB")
     print(f"mean TTFT {s['mean_ttft_ms']:.1f} ms, mean TPOT {s['mean_tpot_ms']:.2f} ms, "
@@ -73,8 +69,6 @@ def main() -> None:
 
 def _cpus() -> int:
     """Cores available to this process."""
-    import os
-
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 

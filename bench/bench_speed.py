@@ -25,14 +25,11 @@ GEN_SPEC = ("gen:process=poisson,rate={rate},requests={n},prompt_mean=512,prompt
             "output_mean=192,output_cv=1,seed=0")
 
 
-def run_one(trace: str, policy: str, max_requests: int | None, fast_forward: bool | None,
-            parallel: str | None = None) -> dict:
+def run_one(trace: str, policy: str, max_requests: int | None, fast_forward: bool | None) -> dict:
     """One simulation in this process; returns its figures."""
     from schedsim import RunConfig, simulate
 
     kw: dict = {} if fast_forward is None else {"fast_forward": fast_forward}
-    if parallel is not None and "parallel" in RunConfig.__dataclass_fields__:
-        kw["parallel"] = parallel
     cfg = RunConfig(policy=policy, trace=trace, max_requests=max_requests, **kw)
     w0, c0 = time.perf_counter(), time.process_time()
     res = simulate(cfg)
@@ -43,25 +40,13 @@ def run_one(trace: str, policy: str, max_requests: int | None, fast_forward: boo
             "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
             "steps_per_cpu_s": round(s["num_steps"] / cpu), "steps_per_wall_s": round(s["num_steps"] / wall),
             "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2, 3),
-            "helper_peak_rss_gib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024**2, 3),
-            "split": _split(res.config.get("parallel_resolved")),
             "mean_ttft_ms": round(float(s["mean_ttft_ms"]), 3)}
 
 
-def _split(info: object) -> str:
-    """Where a time-parallel run was spliced, or why it ran in one process."""
-    if isinstance(info, dict):
-        return f"split at arrival {info['split_position']} (helper from {info['helper_start_position']})"
-    return str(info)
-
-
-def _child(trace: str, policy: str, max_requests: int | None, ff: bool | None,
-           parallel: str | None) -> dict:
+def _child(trace: str, policy: str, max_requests: int | None, ff: bool | None) -> dict:
     """Run `run_one` in a fresh interpreter (peak memory of that run only)."""
     args = [sys.executable, __file__, "--child", trace, "--policy", policy,
             "--ff", "none" if ff is None else str(int(ff))]
-    if parallel is not None:
-        args += ["--parallel", parallel]
     if max_requests is not None:
         args += ["--max-requests", str(max_requests)]
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
@@ -84,14 +69,12 @@ def main() -> None:
     ap.add_argument("--no-default", action="store_true", help="skip the default (Azure) run")
     ap.add_argument("--policy", default="vllm-async")
     ap.add_argument("--ff-only", choices=("on", "off"), help="run fast-forward on (or off) only")
-    ap.add_argument("--parallel", choices=("auto", "on", "off"),
-                    help="RunConfig.parallel (default: the tree's own default)")
     ap.add_argument("--child", metavar="TRACE", help=argparse.SUPPRESS)
     ap.add_argument("--ff", default="none", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         ff = None if args.ff == "none" else bool(int(args.ff))
-        print(json.dumps(run_one(args.child, args.policy, args.max_requests, ff, args.parallel)))
+        print(json.dumps(run_one(args.child, args.policy, args.max_requests, ff)))
         return
     print(f"machine: {platform.machine()} x{len(os.sched_getaffinity(0))} cores, Python "
           f"{platform.python_version()}, load average {os.getloadavg()[0]:.1f} at start")
@@ -101,7 +84,7 @@ def main() -> None:
     for trace, n in runs:
         modes = _ff_modes() if args.ff_only is None else [args.ff_only == "on"]
         for ff in modes:
-            print(json.dumps(_child(trace, args.policy, n, ff, args.parallel)), flush=True)
+            print(json.dumps(_child(trace, args.policy, n, ff)), flush=True)
     print(f"load average {os.getloadavg()[0]:.1f} at end")
 
 

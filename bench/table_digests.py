@@ -19,8 +19,8 @@ from schedsim import RunConfig, simulate
 
 KV_STARVED = {"num_gpu_blocks": 700, "max_model_len": 8192}
 MATRIX: dict[str, dict[str, Any]] = {
-    "default-whole-trace": {"parallel": "off"},
-    "default-ff-off-3000": {"max_requests": 3000, "fast_forward": False, "parallel": "off"},
+    "default-whole-trace": {},
+    "default-ff-off-3000": {"max_requests": 3000, "fast_forward": False},
     "vllm-kv-starved": {"policy": "vllm", "max_requests": 400, **KV_STARVED},
     "vllm-async-kv-starved": {"policy": "vllm-async", "max_requests": 400, **KV_STARVED},
     "vllm-priority-code": {"policy": "vllm", "trace": "azure-code-2023", "max_requests": 300,

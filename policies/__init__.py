@@ -8,6 +8,7 @@ from . import vllm as vllm  # "vllm", "vllm-async"
 from .config import SchedulerConfig
 from .interface import (
     Executor,
+    HasRunCounters,
     Policy,
     PolicyInfo,
     get_policy_info,
@@ -18,6 +19,6 @@ from .interface import (
 from .plan import RequestOutput, StepPlan, StepResult
 from .request import Request, RequestStatus
 
-__all__ = ["Executor", "Policy", "PolicyInfo", "Request", "RequestOutput", "RequestStatus",
+__all__ = ["Executor", "HasRunCounters", "Policy", "PolicyInfo", "Request", "RequestOutput", "RequestStatus",
            "SchedulerConfig", "StepPlan", "StepResult", "get_policy_info", "list_policies",
            "make_policy", "register_policy"]

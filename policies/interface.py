@@ -52,6 +52,14 @@ class Policy(Protocol):
 
 
 @runtime_checkable
+class HasRunCounters(Protocol):
+    """Optional: counts a policy keeps that belong in the run summary but in no table."""
+
+    def run_counters(self) -> Mapping[str, int]:
+        """Summary key -> count so far (e.g. TensorRT-LLM's `num_prefix_skips`)."""
+
+
+@runtime_checkable
 class Executor(Protocol):
     """Runs steps: `launch` never blocks; `collect` hands back the StepResult of a launched step."""
 

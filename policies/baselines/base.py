@@ -94,14 +94,6 @@ class BasePolicy:
         """Unfinished requests, or finishes not yet reported in a plan."""
         return bool(self.requests) or bool(self.finished_req_ids)
 
-    def idle_state(self) -> tuple[Any, ...] | None:
-        """At an idle point: what later decisions could still depend on (None: work is held);
-        see schedsim.run.segments."""
-        if self.has_requests() or self.preempted_req_ids:  # waiting and running are in requests
-            return None
-        kv = self.kv.idle_state()
-        return None if kv is None else (type(self).__name__, kv)
-
     def get_request_counts(self) -> tuple[int, int]:
         """(running, waiting): everything not waiting counts as running."""
         return len(self.requests) - len(self.waiting), len(self.waiting)

@@ -297,15 +297,6 @@ class KVCacheManager:
             _, blocks = dq.popleft()
             self.pool.free_table(blocks)
 
-    def idle_state(self) -> tuple[int, int, bool] | None:
-        """Nothing held or fenced: the free count, pool size and cache mode (None otherwise). The
-        free list's order and stale cached blocks are left out: past a prefix-safe idle point no
-        request can hit them, so two pools in equal idle states allocate alike up to block ids."""
-        if (self.req_to_blocks or self.num_cached_block or self.deferred_frees
-                or self.sched_step_seq != self.processed_step_seq):
-            return None
-        return self.pool.num_free, self.pool.num_gpu_blocks, self.enable_caching
-
     @property
     def num_deferred_blocks(self) -> int:
         """Blocks freed by requests but still fenced by in-flight steps."""

@@ -47,16 +47,6 @@ class SGLangOverlapPolicy(SGLangFastForwardMixin, BasePolicy):
         self.last_extend_reqs: list[Request] = []
         self.batch_is_full = False
 
-    def idle_state(self) -> tuple[Any, ...] | None:
-        """BasePolicy's, plus what SGLang carries between batches: the new-token ratio (reset
-        when idle), the full-batch flag and the free request slots; None while a chunk or an
-        extend batch is held."""
-        base = super().idle_state()
-        if base is None or self.chunked_req is not None or self.last_extend_reqs or self.max_new \
-                or self.pool.slot_of:
-            return None
-        return base, self.ratio.current, self.batch_is_full, self.pool.available_size()
-
     # ---- intake ----
     def add_request(self, request: Request) -> None:
         """Queue, clipping max_new_tokens to the context and to an empty pool (init_req_max_new_tokens)."""

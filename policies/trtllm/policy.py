@@ -97,14 +97,6 @@ class TrtllmPolicy(TrtllmFastForwardMixin):
         """Unfinished requests, or finishes not yet reported in a plan."""
         return bool(self.active) or bool(self._finished_ids)
 
-    def idle_state(self) -> tuple[Any, ...] | None:
-        """At an idle point: what later decisions could still depend on (None: work is held).
-        The capacity and micro-batch schedulers carry nothing between steps; see schedsim.run.segments."""
-        if self.has_requests() or self.requests or self.inflight:
-            return None
-        kv = self.kv.idle_state()
-        return None if kv is None else ("trtllm", self.capacity_policy.value, kv)
-
     def get_request_counts(self) -> tuple[int, int]:
         """(running, waiting): running = admitted and executed since its last (re)admission."""
         running = sum(1 for r in self.active if r.has_run)
@@ -113,6 +105,10 @@ class TrtllmPolicy(TrtllmFastForwardMixin):
     def kv_usage(self) -> float:
         """Fraction of usable blocks held."""
         return self.kv.usage
+
+    def run_counters(self) -> dict[str, int]:
+        """The run summary's count of prefix-aware skips (no table has a row per skip)."""
+        return {"num_prefix_skips": self.stats.num_prefix_skips}
 
     def update_draft_token_ids(self, drafts: Mapping[str, list[int]]) -> None:
         """Attach drafts for the next step: at most the spec profile, and never past max_new_tokens."""

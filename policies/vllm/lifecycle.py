@@ -53,15 +53,6 @@ class LifecycleMixin(VllmState):
         """Unfinished requests, or finished ones not yet reported in a plan."""
         return self.has_unfinished_requests() or bool(self.finished_req_ids)
 
-    def idle_state(self) -> tuple[Any, ...] | None:
-        """At an idle point: what later decisions could still depend on (None: work is held).
-        Two runs idle in equal states decide alike from then on (schedsim.run.segments splices them)."""
-        if (self.requests or self.has_requests() or self.recompute_frontier
-                or self.preempted_req_ids):
-            return None
-        kv = self.kv.idle_state()
-        return None if kv is None else ("vllm", self.is_async, kv)
-
     def get_request_counts(self) -> tuple[int, int]:
         """(running, waiting)."""
         return len(self.running), len(self.waiting)

@@ -205,14 +205,6 @@ class Engine:
             yield Sample(deferred[0])
             queue.appendleft(deferred)
 
-    def idle_state(self) -> Any:
-        """At an idle point (schedsim.run.segments): the policy's idle_state(), or None while this
-        loop holds work (a batch queued, arrivals held, live requests) or the policy declares none."""
-        if self._queue or self._held or self.requests:
-            return None
-        fn = getattr(self.policy, "idle_state", None)
-        return fn() if fn is not None else None
-
     def _check(self) -> None:
         """The policy's own invariants plus counters no policy may drive negative."""
         self.policy.check_invariants()

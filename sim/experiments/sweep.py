@@ -90,14 +90,6 @@ def simulate_one(config: Any) -> dict[str, Any]:
     return derived_metrics(result.summary, result.requests)
 
 
-def _one_process(config: Any) -> Any:
-    """A run for a pool worker: the workers already fill the CPUs, so no time-parallel helper
-    (same tables either way)."""
-    if dataclasses.is_dataclass(config) and getattr(config, "parallel", "off") == "auto":
-        return dataclasses.replace(config, parallel="off")
-    return config
-
-
 def _record(out: Path, run: SweepRun, metrics: Mapping[str, Any]) -> None:
     """Persist one finished run atomically; its presence is what makes the sweep resumable."""
     runs_dir = out / "runs"
@@ -123,7 +115,7 @@ def _execute(pending: Sequence[SweepRun], engine: str, workers: int
         from concurrent.futures import ProcessPoolExecutor, as_completed
 
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            futures = {pool.submit(simulate_one, _one_process(r.config)): r for r in pending}
+            futures = {pool.submit(simulate_one, r.config): r for r in pending}
             for fut in as_completed(futures):
                 yield futures[fut], fut.result()
 

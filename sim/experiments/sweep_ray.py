@@ -12,7 +12,7 @@ def execute_ray(pending: Sequence[Any], workers: int) -> Iterator[tuple[Any, dic
         import ray
     except ImportError:
         raise RuntimeError("schedsim sweep --engine ray needs Ray: pip install 'schedsim[ray]'") from None
-    from schedsim.experiments.sweep import _one_process, simulate_one
+    from schedsim.experiments.sweep import simulate_one
 
     started = False
     if not ray.is_initialized():
@@ -20,7 +20,7 @@ def execute_ray(pending: Sequence[Any], workers: int) -> Iterator[tuple[Any, dic
         started = True
     try:
         task = ray.remote(num_cpus=1)(simulate_one)
-        refs = {task.remote(_one_process(run.config)): run for run in pending}  # one CPU each
+        refs = {task.remote(run.config): run for run in pending}  # one CPU each
         waiting = list(refs)
         while waiting:
             ready, waiting = ray.wait(waiting, num_returns=1)

@@ -11,18 +11,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from schedsim.latency.fitted import FittedStepModel, fit_step_model
+from schedsim.policies import Request
 from schedsim.run.config import RunConfig
-from schedsim.engine.loop import Engine
-from schedsim.worlds.executor import SimExecutor
-from schedsim.metrics.recorder import MetricsRecorder
-from schedsim.worlds.oracle import WorkloadOracle
-from schedsim.policies import Request, make_policy
 from schedsim.run.real import RealResolved, make_executor, run_real
-from schedsim.run.result import RunResult
 from schedsim.run.resolve import make_cpu_model
-from schedsim.run.simulate import _engine_depth, _result
+from schedsim.run.result import RunResult
+from schedsim.run.simulate import build_result, build_sim_run
 from schedsim.run.workload import PreparedWorkload
-from schedsim.worlds.simpy_world import InputStream, SimWorld
 
 # Request fields that describe the workload (the rest is scheduling state a run mutates).
 _WORKLOAD_FIELDS = tuple(f.name for f in dataclasses.fields(Request))[
@@ -75,27 +71,12 @@ def _fresh(requests: list[Request]) -> list[Request]:
 def simulate_prepared(cfg: RunConfig, prep: PreparedWorkload, latency_model: Any,
                       policy_options: dict[str, Any], backend: str) -> RunResult:
     """`simulate` on an already prepared workload with a given GPU model (the fitted one)."""
-    requests = _fresh(prep.requests)
-    oracle = WorkloadOracle(cfg.seed, acceptance_rate=cfg.spec_acceptance_rate,
-                            kv_load_failures=prep.kv_load_failures)
-    for req, target in zip(requests, prep.targets, strict=True):
-        oracle.add(req.request_id, int(target))
-    policy = make_policy(cfg.policy, **policy_options)
-    depth = _engine_depth(cfg, policy)
-    engine = Engine(policy, batch_queue_depth=depth, fast_forward=cfg.fast_forward)
-    arrivals = [r for r in requests if r.request_id not in prep.rejected]
-    world = SimWorld(engine, SimExecutor(oracle, latency_model, propose_drafts=depth == 1),
-                     make_cpu_model(cfg), InputStream(arrivals, prep.aborts),
-                     until=cfg.max_sim_time)
-    metrics = MetricsRecorder(policy, requests, world.clock, record_itl=cfg.record_itl)
-    engine.observer = world.metrics = metrics
-    world.run()
+    run = build_sim_run(cfg, policy_options, latency_model, make_cpu_model(cfg), prep,
+                        requests=_fresh(prep.requests))
+    run.world.run()
     resolved = RealResolved(cfg, f"simulated, GPU model fitted to {backend}", policy_options,
                             policy_options.get("num_gpu_blocks", 0), policy_options.get("max_model_len", 0))
-    result = _result(cfg, resolved, prep, metrics, depth, 0.0)
-    result.summary["fast_forward_jumps"] = world.num_jumps  # as simulate() reports them
-    result.summary["fast_forward_steps"] = world.num_jumped_steps
-    return result
+    return build_result(cfg, resolved.describe(), prep, run, 0.0)
 
 
 def _rel(pred: pd.Series, real: pd.Series) -> pd.Series:
@@ -114,8 +95,7 @@ def validate(config: RunConfig | None = None, workload: pd.DataFrame | None = No
              backend: dict[str, Any] | None = None, grid: Any = None) -> ValidationReport:
     """Calibrate a whole-step model on the backend (grid of shapes), replay the workload for real,
     simulate it with that model, and compare."""
-    from schedsim.backend.calibrate import measure_steps
-    from schedsim.latency.fitted import FittedStepModel, fit_step_model
+    from schedsim.backend.calibrate import measure_steps  # torch: imported only for real runs
 
     cfg = config or RunConfig()
     executor = make_executor(cfg, backend)

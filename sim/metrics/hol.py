@@ -12,14 +12,10 @@ the waiting window, so overloaded runs with long queues stay cheap.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
+from schedsim.metrics.workload import WorkloadColumns
 from schedsim.policies import StepPlan
-
-if TYPE_CHECKING:
-    from schedsim.run.workload import WorkloadColumns
 
 
 class HeadOfLineTracker:

@@ -16,7 +16,7 @@ from schedsim.metrics.jumps import JumpChunks
 from schedsim.metrics.rows import StepRows
 from schedsim.policies import Policy, Request, RequestOutput, RequestStatus, StepPlan, StepResult
 from schedsim.metrics.runlength import RunLengths
-from schedsim.run.workload import WorkloadColumns
+from schedsim.metrics.workload import WorkloadColumns
 
 NAN: Final = math.nan
 # output_hash: two primes below 2^31 and their multipliers
@@ -115,14 +115,6 @@ class MetricsRecorder:
                                      getattr(cfg, "scheduling_policy", "fcfs") == "priority")
         for i, r in enumerate(requests or ()):
             self.admit(i, r)
-
-    def idle_state(self) -> tuple[str, ...] | None:
-        """At an idle point (schedsim.run.segments): None while a request is followed or a
-        head-of-line charge is pending, else the preempted ids the HOL tracker still holds."""
-        hol = self.hol
-        if self.live or hol.count or hol._pending is not None:
-            return None
-        return tuple(hol.preempted)
 
     def admit(self, i: int, request: Request) -> None:
         """Workload row i's Request now exists (built on arrival); followed until it finishes."""

@@ -1,13 +1,13 @@
-"""The run summary: vLLM benchmark figures plus busy-time overlap (keys: results.SUMMARY_KEYS)."""
+"""The run summary: vLLM benchmark figures plus busy-time overlap (keys: schedsim.run.result.SUMMARY_KEYS)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from schedsim.run.config import RunConfig
 from schedsim.metrics.runlength import weighted_mean, weighted_percentiles
 
 
@@ -146,8 +146,17 @@ def hidden_by_runs(start: np.ndarray, end: np.ndarray) -> float:
     return max(total, 0.0)
 
 
+@dataclass(frozen=True)
+class Slo:
+    """Service-level objectives for goodput, in ms (None: not constrained)."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    e2el_ms: float | None = None
+
+
 def summarize(requests: pd.DataFrame, steps: pd.DataFrame, timeline: pd.DataFrame,
-              itl_gaps: tuple[np.ndarray, np.ndarray], cfg: RunConfig, sim_wall_s: float
+              itl_gaps: tuple[np.ndarray, np.ndarray], slo: Slo, sim_wall_s: float
               ) -> dict[str, Any]:
     """The summary dict."""
     reason = requests["finish_reason"].fillna("")
@@ -174,22 +183,22 @@ def summarize(requests: pd.DataFrame, steps: pd.DataFrame, timeline: pd.DataFram
     out["mean_hol_blocking_ms"] = float(requests["hol_blocking_time"].mean()) * 1000 if len(requests) else 0.0
     out["p99_hol_blocking_ms"] = (float(np.percentile(requests["hol_blocking_time"], 99)) * 1000
                                   if len(requests) else 0.0)
-    _goodput(fin, cfg, duration, out)
+    _goodput(fin, slo, duration, out)
     busy_figures(timeline, out)
     _counters(requests, steps, duration, out)
     out["sim_wall_s"] = sim_wall_s
     return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in out.items()}
 
 
-def _goodput(fin: dict[str, np.ndarray], cfg: RunConfig, duration: float, out: dict[str, Any]) -> None:
+def _goodput(fin: dict[str, np.ndarray], slo: Slo, duration: float, out: dict[str, Any]) -> None:
     """Finished requests per second meeting every configured SLO (vLLM's --goodput)."""
     ok = np.ones(len(fin["ttft"]), dtype=bool)
-    for slo, col in ((cfg.slo_ttft_ms, "ttft"), (cfg.slo_tpot_ms, "tpot"), (cfg.slo_e2el_ms, "e2e")):
-        if slo is not None:
+    for limit, col in ((slo.ttft_ms, "ttft"), (slo.tpot_ms, "tpot"), (slo.e2el_ms, "e2e")):
+        if limit is not None:
             v = fin[col] * 1000.0
-            ok &= np.isnan(v) | (v <= slo) if col == "tpot" else (v <= slo)
+            ok &= np.isnan(v) | (v <= limit) if col == "tpot" else (v <= limit)
     out["request_goodput"] = float(ok.sum()) / duration
-    out["slo"] = {"ttft_ms": cfg.slo_ttft_ms, "tpot_ms": cfg.slo_tpot_ms, "e2el_ms": cfg.slo_e2el_ms}
+    out["slo"] = {"ttft_ms": slo.ttft_ms, "tpot_ms": slo.tpot_ms, "e2el_ms": slo.e2el_ms}
 
 
 def _counters(requests: pd.DataFrame, steps: pd.DataFrame, duration: float, out: dict[str, Any]) -> None:

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ENGINE_MODES = ("auto", "sync", "async")
-PARALLEL_MODES = ("auto", "on", "off")
 
 
 def _f(default: Any, help: str, **kw: Any) -> Any:
@@ -79,9 +78,6 @@ class RunConfig:
     # ---- simulator ----
     fast_forward: bool = _f(True, "jump over steady decode stretches in closed form (exact: same "
                                    "tables as step by step; docs/performance.md)")
-    parallel: str = _f("auto", "time-parallel replay in a helper process, spliced at a shared idle "
-                                "point (exact: same tables as one process): auto (2+ CPUs and "
-                                "4,096-250,000 arrivals), on or off; docs/performance.md")
 
     def __post_init__(self) -> None:
         """Reject impossible values, naming the field."""
@@ -89,8 +85,6 @@ class RunConfig:
         self._check_ranges()
         if self.engine not in ENGINE_MODES:
             raise ValueError(f"RunConfig.engine must be one of {ENGINE_MODES}, got {self.engine!r}")
-        if self.parallel not in PARALLEL_MODES:
-            raise ValueError(f"RunConfig.parallel must be one of {PARALLEL_MODES}, got {self.parallel!r}")
         if self.max_tokens_source not in ("output", "cap"):
             raise ValueError(f"RunConfig.max_tokens_source must be 'output' or 'cap', "
                              f"got {self.max_tokens_source!r}")
@@ -142,9 +136,3 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         """The fields as plain JSON-ready data."""
         return dataclasses.asdict(self)
-
-    def resolved(self) -> dict[str, Any]:
-        """The config with every None default filled in, plus the latency model's describe()."""
-        from schedsim.run.resolve import resolve_run
-
-        return resolve_run(self).describe()

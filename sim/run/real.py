@@ -8,21 +8,22 @@ from typing import Any
 
 import pandas as pd
 
-from schedsim.run.config import RunConfig
 from schedsim.engine.loop import Engine
+from schedsim.latency.fitted import steps_frame
 from schedsim.metrics.recorder import MetricsRecorder
-from schedsim.policies import make_policy
-from schedsim.worlds.realtime import RealTimeWorld, real_requests
+from schedsim.policies import Policy, make_policy
+from schedsim.run.config import RunConfig
+from schedsim.run.resolve import policy_options
 from schedsim.run.result import RunResult
-from schedsim.run.resolve import _policy_options
-from schedsim.run.simulate import _engine_depth, _result
-from schedsim.run.workload import PreparedWorkload, load, prepare
-from schedsim.worlds.simpy_world import InputStream
+from schedsim.run.simulate import build_result, engine_depth
+from schedsim.run.workload import PreparedWorkload, load, prepare, select
+from schedsim.worlds.inputs import InputStream
+from schedsim.worlds.realtime import RealTimeWorld, real_requests
 
 
 @dataclasses.dataclass
 class RealResolved:
-    """The resolved run as `simulate._result` reads it, describing the real backend."""
+    """The resolved run as config.json records it, describing the real backend."""
 
     config: RunConfig
     backend: str
@@ -36,19 +37,6 @@ class RealResolved:
         out.update(backend="real", backend_description=self.backend, num_gpu_blocks=self.num_gpu_blocks,
                    max_model_len=self.max_model_len, resolved_policy_options=dict(self.policy_options))
         return out
-
-
-def _workload(cfg: RunConfig, workload: pd.DataFrame | None) -> pd.DataFrame:
-    """The configured trace, or the given table with max_requests and rate applied."""
-    if workload is None:
-        return load(cfg)
-    if cfg.max_requests is not None:
-        workload = workload.iloc[: cfg.max_requests]
-    if cfg.rate is not None:
-        from schedsim.traces import scale_rate
-
-        workload = scale_rate(workload, cfg.rate)
-    return workload
 
 
 def _start_at_zero(prep: PreparedWorkload) -> None:
@@ -73,13 +61,22 @@ def make_executor(cfg: RunConfig, backend: dict[str, Any] | None = None) -> Any:
     return RealExecutor.from_config(ExecutorConfig(**opts))
 
 
+@dataclasses.dataclass
+class RealRun:
+    """The pieces of one real-time run, as `build_result` reads them."""
+
+    policy: Policy
+    engine: Engine
+    world: RealTimeWorld
+    metrics: MetricsRecorder
+    depth: int
+
+
 def run_real(config: RunConfig | None = None, workload: pd.DataFrame | None = None,
              backend: dict[str, Any] | None = None, warmup: bool = True, executor: Any = None) -> RunResult:
     """Run one workload on the real backend; `backend` holds ExecutorConfig options (model, ops, ...)
     unless a ready `executor` is given. result.extra["real_steps"] is the measured steps table
     (`schedsim.latency.fitted.steps_frame`), ready for `fit_step_model`."""
-    from schedsim.latency.fitted import steps_frame
-
     cfg = config or RunConfig()
     if cfg.num_spec_tokens:
         raise ValueError("RunConfig.num_spec_tokens: the real backend has no drafter (speculative "
@@ -90,16 +87,16 @@ def run_real(config: RunConfig | None = None, workload: pd.DataFrame | None = No
     num_blocks = executor.cache.num_blocks
     model_len = executor.model.cfg.max_position_embeddings
     max_model_len = min(cfg.max_model_len or model_len, model_len)
-    policy_options = _policy_options(cfg, num_blocks, max_model_len)
-    prep = prepare(_workload(cfg, workload), cfg, max_model_len)
+    options = policy_options(cfg, num_blocks, max_model_len)
+    prep = prepare(load(cfg) if workload is None else select(workload, cfg), cfg, max_model_len)
     if prep.kv_load_failures:
         raise ValueError("RunConfig.kv_load_failures / kv_load_failure_fraction: KV-load faults are "
                          "injected in simulation only; the real backend has no remote KV to fail")
     _start_at_zero(prep)
     prep.requests = real_requests(prep.requests, prep.targets, cfg.block_size,
                                   executor.model.cfg.vocab_size, cfg.seed)
-    policy = make_policy(cfg.policy, **policy_options)
-    depth = _engine_depth(cfg, policy)
+    policy = make_policy(cfg.policy, **options)
+    depth = engine_depth(cfg, policy)
     engine = Engine(policy, batch_queue_depth=depth)
     warm = executor.warmup() if warmup else 0.0
     arrivals = [r for r in prep.requests if r.request_id not in prep.rejected]
@@ -111,8 +108,9 @@ def run_real(config: RunConfig | None = None, workload: pd.DataFrame | None = No
     finally:
         if own:
             executor.close()
-    resolved = RealResolved(cfg, executor.describe(), policy_options, num_blocks, max_model_len)
-    result = _result(cfg, resolved, prep, metrics, depth, time.perf_counter() - wall0)
+    resolved = RealResolved(cfg, executor.describe(), options, num_blocks, max_model_len)
+    run = RealRun(policy, engine, world, metrics, depth)
+    result = build_result(cfg, resolved.describe(), prep, run, time.perf_counter() - wall0)
     result.summary.update(backend="real", backend_description=executor.describe(), warmup_s=warm)
     done = world.steps
     result.extra["real_steps"] = steps_frame([s.shape for s in done], [s.gpu_time for s in done])

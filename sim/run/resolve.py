@@ -6,8 +6,12 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from schedsim.run.config import RunConfig
+from schedsim.latency import make_latency_model
+from schedsim.latency.cpu_cost import CpuCostModel, load_cpu_cost
+from schedsim.latency.memory import kv_pool_blocks
+from schedsim.latency.specs import get_model_spec
 from schedsim.policies import get_policy_info
+from schedsim.run.config import RunConfig
 
 # RunConfig fields forwarded to the policy's SchedulerConfig when the policy has them.
 POLICY_FIELDS = ("block_size", "num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens",
@@ -17,16 +21,12 @@ POLICY_FIELDS = ("block_size", "num_gpu_blocks", "max_num_seqs", "max_num_batche
 
 def make_latency(cfg: RunConfig) -> Any:
     """The GPU step-time model from schedsim.latency, calibrated when the config names a file."""
-    from schedsim.latency import make_latency_model
-
     return make_latency_model(cfg.model, cfg.gpu, cfg.tp, cfg.latency_model,
                               calibration=cfg.latency_calibration)
 
 
 def make_cpu_model(cfg: RunConfig) -> Any:
     """The CPU phase-cost model (defaults, or a `schedsim calibrate --cpu` file), scaled."""
-    from schedsim.latency.cpu_cost import CpuCostModel, load_cpu_cost
-
     if cfg.cpu_cost_file is None:
         return CpuCostModel(scale=cfg.cpu_cost_scale)
     base = load_cpu_cost(cfg.cpu_cost_file)
@@ -54,7 +54,7 @@ class ResolvedRun:
         return out
 
 
-def _policy_options(cfg: RunConfig, num_gpu_blocks: int, max_model_len: int) -> dict[str, Any]:
+def policy_options(cfg: RunConfig, num_gpu_blocks: int, max_model_len: int) -> dict[str, Any]:
     """RunConfig's scheduler fields merged into policy_options (conflicts are errors)."""
     info = get_policy_info(cfg.policy)
     known = {f.name: f for f in dataclasses.fields(info.config_cls)}
@@ -83,14 +83,11 @@ def _policy_options(cfg: RunConfig, num_gpu_blocks: int, max_model_len: int) -> 
 
 def resolve_run(cfg: RunConfig) -> ResolvedRun:
     """Fill in the KV pool, max_model_len, latency and CPU models for a config."""
-    from schedsim.latency.memory import kv_pool_blocks
-    from schedsim.latency.specs import get_model_spec
-
     spec = get_model_spec(cfg.model)
     max_model_len = cfg.max_model_len or spec.max_position_embeddings
     blocks = cfg.num_gpu_blocks
     if blocks is None:
         blocks = kv_pool_blocks(cfg.model, cfg.gpu, cfg.tp, cfg.block_size, cfg.gpu_memory_utilization)
-    opts = _policy_options(cfg, blocks, max_model_len)
+    opts = policy_options(cfg, blocks, max_model_len)
     return ResolvedRun(cfg, opts, blocks, max_model_len,
                        make_latency(cfg), make_cpu_model(cfg))

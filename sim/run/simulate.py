@@ -1,49 +1,31 @@
-"""`schedsim.run.simulate`: replay a workload through a policy in simulated time."""
+"""`schedsim.simulate`: replay a workload through a policy in simulated time."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
+from tqdm import tqdm
 
 from schedsim import accel
-from schedsim.run.config import RunConfig
 from schedsim.engine.loop import Engine
-from schedsim.worlds.executor import SimExecutor
-from schedsim.run.memory import pin_mmap_threshold, release_unused
+from schedsim.fastforward.stretch import fast_forward
 from schedsim.metrics.recorder import MetricsRecorder
-from schedsim.metrics.summary import summarize
+from schedsim.metrics.summary import Slo, summarize
 from schedsim.metrics.tables import itl_table, requests_table, steps_table, timeline_table
-from schedsim.worlds.oracle import WorkloadOracle
-from schedsim.policies import Request, make_policy
-from schedsim.run.result import RunResult
-from schedsim.run.segments import Merged, SplitRun, plan_split, prefix_skips, run_counters
-from schedsim.run.segments_fork import HelperFailed, run_split
-from schedsim.run.segments_merge import Tables
+from schedsim.policies import HasRunCounters, Policy, Request, make_policy
+from schedsim.run.config import RunConfig
+from schedsim.run.memory import pin_mmap_threshold, release_unused
 from schedsim.run.resolve import resolve_run
-from schedsim.run.workload import PreparedWorkload, load, prepare
-from schedsim.worlds.simpy_world import InputStream, SimWorld
-
-
-def _engine_depth(cfg: RunConfig, policy: Any) -> int:
-    """Batches in flight: the policy's own choice unless the config forces a mode."""
-    if cfg.engine == "sync":
-        return 1
-    depth = cfg.batch_queue_depth or max(2, policy.max_concurrent_batches)
-    if cfg.engine == "async":
-        return depth
-    return policy.max_concurrent_batches if cfg.batch_queue_depth is None else depth
-
-
-def _progress_bar(total: int, enabled: bool) -> Any:
-    """A tqdm bar over finished requests (None when disabled)."""
-    if not enabled:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit="req", desc="simulate", mininterval=0.5)
+from schedsim.run.result import RunResult
+from schedsim.run.workload import PreparedWorkload, load, prepare, select
+from schedsim.worlds.executor import SimExecutor
+from schedsim.worlds.inputs import InputStream
+from schedsim.worlds.oracle import WorkloadOracle
+from schedsim.worlds.simpy_world import SimWorld
 
 
 def simulate(config: RunConfig | None = None, workload: pd.DataFrame | None = None,
@@ -53,112 +35,86 @@ def simulate(config: RunConfig | None = None, workload: pd.DataFrame | None = No
     wall0 = time.perf_counter()
     pin_mmap_threshold()  # long runs: columns grow in place, no heap fragmentation
     resolved = resolve_run(cfg)
-    if workload is None:
-        workload = load(cfg)
-    else:
-        if cfg.max_requests is not None:
-            workload = workload.iloc[: cfg.max_requests]
-        if cfg.rate is not None:
-            from schedsim.traces import scale_rate
-
-            workload = scale_rate(workload, cfg.rate)
-    prep = prepare(workload, cfg, resolved.max_model_len)
-    del workload  # the run keeps only the prepared columns
-    release_unused()
-    build = _Builder(cfg, resolved, prep, check_invariants)
-    run, merged, reason = _replay(build, cfg, prep, progress)
-    tables = merged.tables if merged is not None else build.tables(run)
-    result = _assemble(cfg, resolved, tables, run.metrics, run.depth, time.perf_counter() - wall0)
-    counters = merged.counters if merged is not None else run_counters(run.world)
-    s = result.summary  # fast-forward diagnostics; prefix skips added up across a split
-    s["fast_forward_jumps"], s["fast_forward_steps"], s["num_prefix_skips"] = counters
-    result.config["parallel_resolved"] = merged.describe() if merged is not None else reason
-    return result
-
-
-class _Builder:
-    """Builds a run's policy, engine, world and recorder; `start` > 0 replays from that input."""
-
-    def __init__(self, cfg: RunConfig, resolved: Any, prep: PreparedWorkload,
-                 check_invariants: bool) -> None:
-        self.cfg, self.resolved, self.prep, self.check_invariants = cfg, resolved, prep, check_invariants
-        self.rows = prep.arrival_rows()
-
-    def __call__(self, start: int) -> SplitRun:
-        """A fresh run whose input stream starts at position `start`."""
-        cfg, prep, resolved = self.cfg, self.prep, self.resolved
-        policy = make_policy(cfg.policy, **resolved.policy_options)
-        oracle = WorkloadOracle(cfg.seed, acceptance_rate=cfg.spec_acceptance_rate,
-                                kv_load_failures=prep.kv_load_failures)
-        depth = _engine_depth(cfg, policy)
-        engine = Engine(policy, batch_queue_depth=depth, check_invariants=self.check_invariants,
-                        fast_forward=cfg.fast_forward)
-        rows = self.rows
-        inputs = InputStream(prep.columns.arrival[rows], prep.aborts, make=prep.request)
-        executor = SimExecutor(oracle, resolved.latency_model, propose_drafts=depth == 1)
-        world = SimWorld(engine, executor, resolved.cpu_model, inputs, until=cfg.max_sim_time)
-        inputs.pos = start
-        metrics = MetricsRecorder(policy, prep.columns, world.clock, record_itl=cfg.record_itl)
-        inputs.make = _arrival_factory(prep, rows, oracle, metrics)  # Requests built when they arrive
-        engine.observer = world.metrics = metrics
-        return SplitRun(engine, world, metrics, depth)
-
-    def tables(self, run: SplitRun) -> Tables:
-        """The run's tables and ITL samples."""
-        return build_tables(self.cfg, self.prep, run.metrics)
-
-
-def build_tables(cfg: RunConfig, prep: Any, m: MetricsRecorder) -> Tables:
-    """The recorder's tables (RunResult's) and its ITL samples."""
-    requests = requests_table(m, prep.targets, prep.rejected)
-    steps, timeline = steps_table(m), timeline_table(m)
-    itl = itl_table(m) if cfg.record_itl else None
-    return Tables(requests, steps, timeline, itl, m.itl_gaps.arrays())
-
-
-def _replay(build: _Builder, cfg: RunConfig, prep: PreparedWorkload, progress: bool
-            ) -> tuple[SplitRun, Merged | None, str]:
-    """Run the workload, in two processes where a split is possible (schedsim.run.segments)."""
-    run = build(0)
-    split, reason = plan_split(cfg, prep, build.rows, run)
-    bar = _progress_bar(len(prep), progress)  # follows this process; the helper's part at the end
+    prep = prepare(load(cfg) if workload is None else select(workload, cfg), cfg,
+                   resolved.max_model_len)
+    release_unused()  # the run keeps only the prepared columns
+    run = build_sim_run(cfg, resolved.policy_options, resolved.latency_model, resolved.cpu_model,
+                        prep, check_invariants=check_invariants)
+    bar = tqdm(total=len(prep), unit="req", desc="simulate", mininterval=0.5) if progress else None
     if bar is not None:
         run.world.on_progress = _bar_updater(bar, run.metrics)
-    merged = None
     try:
-        if split is None:
-            run.world.run()
-            return run, None, reason
-        try:
-            merged = run_split(run, split, build, build.tables)
-            return run, merged, "serial: no idle point shared with the helper"
-        except HelperFailed as exc:  # the helper's error, if real, comes back from the serial run
-            run = build(0)
-            run.world.run()
-            return run, None, f"serial: {exc}"
+        run.world.run()
     finally:
         if bar is not None:
-            done = run.metrics.num_done if merged is None else int(
-                merged.tables.requests["finish_reason"].notna().sum())
-            bar.update(done - bar.n)
+            bar.update(run.metrics.num_done - bar.n)
             bar.close()
+    return build_result(cfg, resolved.describe(), prep, run, time.perf_counter() - wall0)
+
+
+@dataclass
+class SimRun:
+    """The pieces of one simulated run, wired together."""
+
+    policy: Policy
+    engine: Engine
+    world: SimWorld
+    metrics: MetricsRecorder
+    depth: int
+
+
+def engine_depth(cfg: RunConfig, policy: Policy) -> int:
+    """Batches in flight: the policy's own choice unless the config forces a mode."""
+    if cfg.engine == "sync":
+        return 1
+    depth = cfg.batch_queue_depth or max(2, policy.max_concurrent_batches)
+    if cfg.engine == "async":
+        return depth
+    return policy.max_concurrent_batches if cfg.batch_queue_depth is None else depth
+
+
+def build_sim_run(cfg: RunConfig, policy_options: dict[str, Any], latency_model: Any, cpu_model: Any,
+                  prep: PreparedWorkload, requests: Sequence[Request] | None = None,
+                  check_invariants: bool = False) -> SimRun:
+    """Policy, oracle, engine, executor, world and recorder for a prepared workload.
+
+    Requests are built when they arrive (a million-request replay never holds them all), unless
+    ready-made `requests` (one per workload row) are given.
+    """
+    policy = make_policy(cfg.policy, **policy_options)
+    oracle = WorkloadOracle(cfg.seed, acceptance_rate=cfg.spec_acceptance_rate,
+                            kv_load_failures=prep.kv_load_failures)
+    depth = engine_depth(cfg, policy)
+    engine = Engine(policy, batch_queue_depth=depth, check_invariants=check_invariants,
+                    fast_forward=cfg.fast_forward)
+    rows = prep.arrival_rows()
+    executor = SimExecutor(oracle, latency_model, propose_drafts=depth == 1)
+    inputs = InputStream(prep.columns.arrival[rows], prep.aborts, make=prep.request)
+    world = SimWorld(engine, executor, cpu_model, inputs, until=cfg.max_sim_time,
+                     jump=fast_forward if cfg.fast_forward else None)
+    metrics = MetricsRecorder(policy, prep.columns, world.clock, record_itl=cfg.record_itl)
+    inputs.make = _arrival_factory(prep, rows, oracle, metrics, requests)
+    engine.observer = world.metrics = metrics
+    return SimRun(policy, engine, world, metrics, depth)
 
 
 def _arrival_factory(prep: PreparedWorkload, rows: Any, oracle: WorkloadOracle,
-                     metrics: MetricsRecorder) -> Callable[[int], Request]:
-    """Build the k-th arrival's Request when it is due, and register it with oracle and metrics."""
+                     metrics: MetricsRecorder, requests: Sequence[Request] | None
+                     ) -> Callable[[int], Request]:
+    """Build (or take) the k-th arrival's Request when it is due; register it with oracle and
+    metrics."""
     targets = prep.targets
 
     def make(k: int) -> Request:
         i = int(rows[k])
-        req = prep.request(i)
+        req = prep.request(i) if requests is None else requests[i]
         oracle.add(req.request_id, int(targets[i]))
         metrics.admit(i, req)
         return req
     return make
 
 
-def _bar_updater(bar: Any, metrics: MetricsRecorder) -> Any:
+def _bar_updater(bar: Any, metrics: MetricsRecorder) -> Callable[[int], None]:
     """Advance the bar to the number of finished requests every 256 launches."""
     def update(step: int) -> None:
         if step & 255 == 0:
@@ -166,20 +122,26 @@ def _bar_updater(bar: Any, metrics: MetricsRecorder) -> Any:
     return update
 
 
-def _result(cfg: RunConfig, resolved: Any, prep: Any, metrics: MetricsRecorder, depth: int,
-            wall: float) -> RunResult:
-    """Assemble the tables and the summary of one recorder's run."""
-    return _assemble(cfg, resolved, build_tables(cfg, prep, metrics), metrics, depth, wall)
-
-
-def _assemble(cfg: RunConfig, resolved: Any, t: Tables, metrics: MetricsRecorder, depth: int,
-              wall: float) -> RunResult:
-    """The RunResult of a run's tables: its summary and its config."""
-    summary = summarize(t.requests, t.steps, t.timeline, t.itl_gaps, cfg, wall)
-    summary["engine"] = "sync" if depth == 1 else f"batch_queue(depth={depth})"
-    summary["num_prefix_skips"] = prefix_skips(metrics.policy)  # TensorRT-LLM skipping
-    config = resolved.describe()
-    config["engine_resolved"] = summary["engine"]
+def build_result(cfg: RunConfig, described: dict[str, Any], prep: PreparedWorkload, run: Any,
+                 wall: float) -> RunResult:
+    """The RunResult of a finished run (`run`: a SimRun, or any object with the same policy,
+    metrics, depth and, for simulated runs, world): tables, summary, resolved config."""
+    m: MetricsRecorder = run.metrics
+    requests = requests_table(m, prep.targets, prep.rejected)
+    steps, timeline = steps_table(m), timeline_table(m)
+    itl = itl_table(m) if cfg.record_itl else None
+    slo = Slo(cfg.slo_ttft_ms, cfg.slo_tpot_ms, cfg.slo_e2el_ms)
+    summary = summarize(requests, steps, timeline, m.itl_gaps.arrays(), slo, wall)
+    summary["engine"] = "sync" if run.depth == 1 else f"batch_queue(depth={run.depth})"
+    summary["num_prefix_skips"] = 0
+    if isinstance(run.policy, HasRunCounters):
+        summary.update(run.policy.run_counters())
+    world = getattr(run, "world", None)
+    if isinstance(world, SimWorld):
+        summary["fast_forward_jumps"] = world.num_jumps
+        summary["fast_forward_steps"] = world.num_jumped_steps
+    described["engine_resolved"] = summary["engine"]
     core = accel.status()  # which build ran (speed only: both give the same tables)
-    config["compiled_core"] = {"active": core.active, "reason": core.reason}
-    return RunResult(t.requests, t.steps, t.timeline, summary, config, t.itl)
+    described["compiled_core"] = {"active": core.active, "reason": core.reason}
+    return RunResult(requests, steps, timeline, summary, described, itl)
+

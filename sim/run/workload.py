@@ -10,32 +10,11 @@ import pandas as pd
 
 from schedsim.run.config import RunConfig
 from schedsim.worlds.oracle import request_key, uniform
+from schedsim.metrics.workload import WorkloadColumns
 from schedsim.policies import Request
+from schedsim.traces import block_hashes_at, load_workload, scale_rate
 
 REQUIRED = ("request_id", "arrival_time", "prompt_tokens", "output_tokens")
-
-
-@dataclass
-class WorkloadColumns:
-    """The per-request workload fields the results need, as columns (no Request objects kept)."""
-
-    ids: list[str]
-    arrival: np.ndarray
-    prompt: np.ndarray
-    max_tokens: np.ndarray
-    priority: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    @classmethod
-    def from_requests(cls, requests: list[Request]) -> WorkloadColumns:
-        """Columns of ready-made Requests (the real backend's and the validation's runs)."""
-        return cls([r.request_id for r in requests],
-                   np.array([r.arrival_time for r in requests], dtype=float),
-                   np.array([r.prompt_len for r in requests], dtype=np.int64),
-                   np.array([r.max_tokens for r in requests], dtype=np.int64),
-                   np.array([r.priority for r in requests], dtype=np.int64))
 
 
 @dataclass
@@ -88,15 +67,15 @@ class PreparedWorkload:
 
 
 def load(cfg: RunConfig) -> pd.DataFrame:
-    """The configured trace, rescaled and truncated as asked."""
-    from schedsim.traces import load_workload
+    """The configured trace, truncated and rescaled as asked."""
+    return select(load_workload(cfg.trace), cfg)
 
-    df = load_workload(cfg.trace)
+
+def select(df: pd.DataFrame, cfg: RunConfig) -> pd.DataFrame:
+    """The first max_requests rows, arrivals rescaled to the configured rate."""
     if cfg.max_requests is not None:
         df = df.iloc[: cfg.max_requests]
     if cfg.rate is not None:
-        from schedsim.traces import scale_rate
-
         df = scale_rate(df, cfg.rate)
     return df
 
@@ -105,8 +84,6 @@ def _hashes(df: pd.DataFrame, block_size: int) -> list:
     """Prompt block hashes at the policy's block size (None: no prefix information)."""
     if "prompt_block_hashes" not in df.columns:
         return [None] * len(df)
-    from schedsim.traces import block_hashes_at
-
     return block_hashes_at(df, block_size)
 
 

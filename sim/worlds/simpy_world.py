@@ -5,89 +5,24 @@ model's cost; a Launch puts the step on the GPU, a FIFO server whose start and e
 form (start = max(launch time, end of the previous step), end = start + the latency model's time,
 or later when a deferred sample holds the GPU); a WaitStep sleeps until that end. So in sync mode
 the GPU idles while the CPU works, and with a batch queue the CPU works while the GPU runs. A Jump
-hands the loop to the exact fast-forward (`schedsim.fastforward.stretch`).
+is answered by the world's `jump` hook (the exact fast-forward of `schedsim.fastforward`, which
+the run plugs in), or by "no steps jumped".
 """
 
 from __future__ import annotations
 
 import math
-from array import array
-from collections.abc import Callable, Sequence
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any
 
-import numpy as np
 import simpy
 
-from schedsim.metrics.column import Column
 from schedsim.engine.loop import Engine
-from schedsim.worlds.executor import SimExecutor, SimStep
-from schedsim.fastforward.stretch import fast_forward
+from schedsim.engine.waits import CpuPhase, Jump, Launch, PollInputs, Sample, WaitArrival, WaitStep
+from schedsim.metrics.column import Column
 from schedsim.metrics.recorder import KIND_CODES, MetricsRecorder
-from schedsim.policies import Request
-from schedsim.engine.waits import CpuPhase, Inputs, Jump, Launch, PollInputs, Sample, WaitArrival, WaitStep
-
-# event kinds in the input stream
-ARRIVAL: Final = 0
-ABORT: Final = 1
-
-
-class InputStream:
-    """Arrivals and client aborts sorted by time; hands out what is due.
-
-    Arrivals are either ready Requests or, with `make`, positions that `make` turns into a Request
-    only when it is due: a million-request replay never holds a million Requests.
-    """
-
-    def __init__(self, arrivals: Sequence[Any], aborts: Sequence[tuple[float, str]],
-                 make: Callable[[int], Request] | None = None) -> None:
-        """arrivals: Requests, or (with `make`) arrival times."""
-        if make is None:
-            ready: list[Request] = list(arrivals)
-            times = np.array([r.arrival_time for r in ready], dtype=float)
-            make = ready.__getitem__
-        else:
-            times = np.asarray(arrivals, dtype=float)
-        abort_times = np.array([t for t, _ in aborts], dtype=float)
-        all_times = np.concatenate([times, abort_times])
-        kinds = np.concatenate([np.full(len(times), ARRIVAL, dtype=np.int8),
-                                np.full(len(abort_times), ABORT, dtype=np.int8)])
-        refs = np.concatenate([np.arange(len(times)), np.arange(len(abort_times))])
-        order = np.lexsort((refs, kinds, all_times))  # by time, arrivals before aborts, then order
-        self.times: list[float] = all_times[order].tolist()
-        self.kinds = array("b", kinds[order].tobytes())
-        self.refs = array("q", refs[order].astype(np.int64).tobytes())
-        self.abort_ids = [rid for _, rid in aborts]
-        self.make: Callable[[int], Request] = make
-        self.pos = 0
-
-    def next_time(self) -> float | None:
-        """Time of the next input, None when exhausted."""
-        return self.times[self.pos] if self.pos < len(self.times) else None
-
-    def next_abort_poll_time(self) -> float | None:
-        """When an aborts-only poll would next take something: the next input if it is an abort
-        (an arrival ahead of the aborts holds them back), None otherwise."""
-        pos = self.pos
-        return self.times[pos] if pos < len(self.times) and self.kinds[pos] == ABORT else None
-
-    def take(self, now: float, aborts_only: bool = False) -> Inputs:
-        """Inputs due by `now`; with aborts_only, requests due are left in the stream."""
-        times, pos = self.times, self.pos
-        n = len(times)
-        out = Inputs()
-        if pos >= n or times[pos] > now:
-            return out  # nothing due (most polls)
-        kinds, refs = self.kinds, self.refs
-        while pos < n and times[pos] <= now:
-            if kinds[pos] == ABORT:
-                out.abort_ids.append(self.abort_ids[refs[pos]])
-            elif aborts_only:
-                break  # later aborts stay queued behind this arrival, in order
-            else:
-                out.requests.append(self.make(refs[pos]))
-            pos += 1
-        self.pos = pos
-        return out
+from schedsim.worlds.executor import SimExecutor, SimStep
+from schedsim.worlds.inputs import InputStream
 
 
 class SimWorld:
@@ -104,7 +39,8 @@ class SimWorld:
 
     def __init__(self, engine: Engine, executor: SimExecutor, cpu_model: Any, inputs: InputStream,
                  metrics: MetricsRecorder | None = None, until: float | None = None,
-                 on_progress: Callable[[int], None] | None = None) -> None:
+                 on_progress: Callable[[int], None] | None = None,
+                 jump: Callable[[SimWorld], int] | None = None) -> None:
         self.env = simpy.Environment(initial_time=min(0.0, inputs.next_time() or 0.0))
         self.engine, self.executor, self.cpu_model = engine, executor, cpu_model
         self.inputs, self.metrics = inputs, metrics
@@ -116,9 +52,8 @@ class SimWorld:
         # fast-forward: each decode batch size's CPU phase costs (fastforward_timeline)
         self.ff_decode_costs: dict[int, tuple[float, float, float, float]] = {}
         self.finished = False
-        # time-parallel runs (schedsim.run.segments): called where the engine idles before an
-        # arrival; True ends this run there, spliced to another process's run of the rest
-        self.on_idle: Callable[[Any, float], bool] | None = None
+        # answers a Jump: steps fast-forwarded in closed form (schedsim.fastforward), or none
+        self.jump = jump
 
     def clock(self) -> float:
         """The engine thread's current time (for the metrics recorder)."""
@@ -186,14 +121,12 @@ class SimWorld:
             elif isinstance(wait, PollInputs):
                 value = self.inputs.take(self.cpu_now, wait.aborts_only)
             elif isinstance(wait, Jump):
-                value = self._jump()
+                value = self.jump(self) if self.jump is not None else 0
             elif isinstance(wait, Sample):
                 self._release(wait.handle)
             elif isinstance(wait, WaitArrival):
                 due = self.inputs.next_time()
                 if due is not None:
-                    if self.on_idle is not None and self.on_idle(self, due):
-                        return
                     t = due if due > self.cpu_now else self.cpu_now
                     if t > until:
                         return
@@ -231,11 +164,6 @@ class SimWorld:
         h.end = self.gpu_free = end
         if self.metrics is not None:
             self.metrics.on_step_done(h)
-
-    def _jump(self) -> int:
-        """Exact fast-forward over steady decode steps (see schedsim.fastforward.stretch, which counts
-        its stretches in num_jumps and num_jumped_steps)."""
-        return fast_forward(self)
 
 
 def _cpu_timeline_columns(metrics: MetricsRecorder | None) -> tuple[Column, Column, Column, Column] | None:

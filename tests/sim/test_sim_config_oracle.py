@@ -6,6 +6,7 @@ import dataclasses
 import json
 
 import pytest
+from schedsim.run.resolve import resolve_run
 from schedsim import RunConfig
 from schedsim.worlds.executor import SimExecutor
 from schedsim.worlds.oracle import _PHI, MASK64, PHI_I64, WorkloadOracle, synthetic_token, to_i64
@@ -28,7 +29,7 @@ def test_every_field_has_help() -> None:
 
 
 def test_resolved_fills_defaults_and_describes_models() -> None:
-    res = RunConfig(max_num_seqs=64).resolved()
+    res = resolve_run(RunConfig(max_num_seqs=64)).describe()
     json.dumps(res)  # JSON-ready
     assert res["num_gpu_blocks"] > 1000  # from H100 memory for an 8B model
     assert res["max_model_len"] >= 8192
@@ -38,12 +39,12 @@ def test_resolved_fills_defaults_and_describes_models() -> None:
 
 def test_policy_options_may_not_shadow_run_fields() -> None:
     with pytest.raises(ValueError, match="max_num_seqs"):
-        RunConfig(policy_options={"max_num_seqs": 3}).resolved()
+        resolve_run(RunConfig(policy_options={"max_num_seqs": 3})).describe()
 
 
 def test_unknown_policy_option_is_named() -> None:
     with pytest.raises(ValueError, match="bogus"):
-        RunConfig(policy_options={"bogus": 1}, num_gpu_blocks=100).resolved()
+        resolve_run(RunConfig(policy_options={"bogus": 1}, num_gpu_blocks=100)).describe()
 
 
 def _oracle(target: int, p: float = 0.5) -> WorkloadOracle:

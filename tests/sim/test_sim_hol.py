@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from schedsim.metrics.hol import HeadOfLineTracker
 from schedsim.policies import Request, StepPlan
-from schedsim.run.workload import WorkloadColumns
+from schedsim.metrics.workload import WorkloadColumns
 
 
 def _tracker(priority: bool = False, chunked: bool = True) -> tuple[HeadOfLineTracker, list[Request]]:

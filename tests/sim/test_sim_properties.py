@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from schedsim.run.resolve import resolve_run
 from schedsim import RunConfig, simulate
 from schedsim.policies import get_policy_info, list_policies
 
@@ -123,7 +124,7 @@ def _engine_cases() -> list[tuple[str, str]]:
     cases = []
     for name in POLICIES:
         cases.append((name, "sync"))
-        natural = get_policy_info(name).make(**small_config(name, "auto", 40, 4, 0).resolved()[
+        natural = get_policy_info(name).make(**resolve_run(small_config(name, "auto", 40, 4, 0)).describe()[
             "resolved_policy_options"]).max_concurrent_batches
         if natural > 1 or name == "vllm":
             cases.append((name, "async"))
