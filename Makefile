@@ -49,7 +49,7 @@ test: venv-backend accel-strict
 	SCHEDSIM_REQUIRE_ACCEL=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests
 	SCHEDSIM_PURE=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/policies \
 		tests/sim/test_fast_forward.py tests/sim/test_fast_forward_events.py \
-		tests/sim/test_metrics_jumps.py tests/sim/test_metrics_rows.py tests/sim/test_segments.py
+		tests/sim/test_metrics_jumps.py tests/sim/test_metrics_rows.py
 
 lint: venv
 	$(BIN)/ruff check policies sim traces backend tests bench

@@ -8,6 +8,7 @@ from . import vllm as vllm  # "vllm", "vllm-async"
 from .config import SchedulerConfig
 from .interface import (
     Executor,
+    FastForwardHooks,
     HasRunCounters,
     Policy,
     PolicyInfo,
@@ -15,10 +16,11 @@ from .interface import (
     list_policies,
     make_policy,
     register_policy,
+    SupportsFastForward,
 )
 from .plan import RequestOutput, StepPlan, StepResult
 from .request import Request, RequestStatus
 
-__all__ = ["Executor", "HasRunCounters", "Policy", "PolicyInfo", "Request", "RequestOutput", "RequestStatus",
-           "SchedulerConfig", "StepPlan", "StepResult", "get_policy_info", "list_policies",
+__all__ = ["Executor", "FastForwardHooks", "HasRunCounters", "Policy", "PolicyInfo", "Request", "RequestOutput", "RequestStatus",
+           "SchedulerConfig", "SupportsFastForward", "StepPlan", "StepResult", "get_policy_info", "list_policies",
            "make_policy", "register_policy"]

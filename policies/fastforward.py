@@ -1,17 +1,21 @@
 """Exact fast-forward, the policy side shared by every policy that supports it.
 
-A stretch is a run of engine-loop iterations in which `schedule()` gives every running request
-exactly one token and `update_from_output` finishes none. The simulator (`schedsim.fastforward.stretch`)
-asks the policy's `ff_running` whether it is in that steady state, `ff_horizon` how many
-iterations its own caps (output-length and max_model_len stops, free KV blocks) allow, and
-`ff_advance` to apply k iterations at once. The KV work of those iterations (new blocks at block
-boundaries, prefix-cache publishing of filled blocks) is replayed through the real
-`KVCacheManager` calls the policy makes, in the order step-by-step scheduling makes them
-(iteration, then schedule before update, then running order), at every iteration where they can
-change anything: free-queue order, evictions and hashes come out identical.
+A policy that declares `SupportsFastForward` hands out a companion built on `FastForwardBase`,
+which implements `FastForwardHooks` (schedsim.policies.interface) over the policy's state: the
+scheduler class itself carries none of this. A stretch is a run of engine-loop iterations in
+which `schedule()` gives every running request exactly one token and `update_from_output`
+finishes none; the simulator (`schedsim.fastforward`) asks `steady_running` whether the policy is
+in that state, `horizon` how many iterations its own caps (output-length and max_model_len
+stops, free KV blocks) allow, and `advance` to apply k iterations at once. The KV work of those
+iterations (new blocks at block boundaries, prefix-cache publishing of filled blocks) is
+replayed through the real `KVCacheManager` calls the policy makes, in the order step-by-step
+scheduling makes them (iteration, then schedule before update, then running order), at every
+iteration where they can change anything: free-queue order, evictions and hashes come out
+identical.
 
-A policy family supplies `ff_running`, `_ff_max_new` (its output-length cap), `_ff_sched_kv` (its
-schedule-time KV call for one decode token) and `_ff_after_advance` (its step counters).
+A policy family's companion supplies `steady_running`, `_max_new` (its output-length cap),
+`_sched_kv` (its schedule-time KV call for one decode token) and `_after_advance` (its step
+counters).
 """
 
 from __future__ import annotations
@@ -22,59 +26,81 @@ from typing import Any
 from mypy_extensions import mypyc_attr
 
 from .kv_cache import KVCacheManager
+from .plan import RequestOutput, StepPlan
 from .request import Request
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # the baselines, SGLang and TensorRT-LLM extend it
 class FastForwardBase:
-    """ff_horizon / ff_advance and the KV replay; see the module docstring for the hooks."""
+    """horizon / advance and the KV replay over one policy; see the module docstring."""
 
-    config: Any
-    kv: KVCacheManager
+    # A family whose `finish` applies the last update's stops lets a stretch end with it.
+    finishes_in_last_update = False
 
-    def ff_running(self, depth: int) -> list[Request] | None:
+    def __init__(self, policy: Any) -> None:
+        self.policy = policy
+        self.config: Any = policy.config
+        self.kv: KVCacheManager = policy.kv
+        # outputs in flight per request in the steady state: 0 sync, 1 with two batches
+        self.lag: int = policy.max_concurrent_batches - 1
+
+    def steady_running(self, depth: int) -> list[Request] | None:
         """The running requests if the next iterations are plain decodes of each, else None."""
         return None
 
-    def _ff_max_new(self, r: Request) -> int:
+    def reported_finished_ids(self) -> list[str]:
+        """Finished ids the next plan reports."""
+        ids: list[str] = self.policy.finished_req_ids
+        return ids
+
+    def has_request(self, request_id: str) -> bool:
+        """Whether the policy still tracks the request."""
+        return request_id in self.policy.requests
+
+    def finish(self, reqs: list[Request]) -> list[RequestOutput]:
+        """The last update's stops (families with finishes_in_last_update)."""
+        raise NotImplementedError
+
+    def in_flight_plan(self, reqs: list[Request]) -> StepPlan:
+        """The plan the stretch's last schedule() made (families with two batches in flight)."""
+        raise NotImplementedError
+
+    def _max_new(self, r: Request) -> int:
         """The output length at which the policy stops a request."""
         return r.max_tokens
 
-    def _ff_sched_kv(self, r: Request, total: int, known: int, out0: int, i: int,
-                     toks: list[int]) -> bool:
+    def _sched_kv(self, r: Request, total: int, known: int, out0: int, i: int,
+                  toks: list[int]) -> bool:
         """The schedule-time KV call for one decode token (total = C + i + 1); True if it changed
-        the pool, free queue or cache. `_ff_set(r, out0, i, toks)` first if it reads the outputs."""
+        the pool, free queue or cache. `_set_outputs(r, out0, i, toks)` first if it reads the
+        outputs."""
         raise NotImplementedError
 
-    def _ff_first_kv(self, reqs: list[Request], cs: list[int], out0: list[int]) -> list[bool]:
+    def _first_kv(self, reqs: list[Request], cs: list[int], out0: list[int]) -> list[bool]:
         """Which requests' first schedule of the stretch needs the KV call (total = C + 1 tokens,
         known = prompt + out0): all of them, unless the family can tell cheaply (one call)."""
         return [True] * len(reqs)
 
-    def _ff_after_advance(self, reqs: list[Request], k: int) -> None:
+    def _after_advance(self, reqs: list[Request], k: int) -> None:
         """Step counters and per-request fields after k iterations."""
 
-    # A family with `ff_finish` lets a stretch end with the update that stops requests.
-    _ff_finishes = False
+    def _clear_reported_finishes(self) -> None:
+        """The stretch's first plan reported the finished ids: the next reports none."""
+        self.policy.finished_req_ids = []
 
-    def _ff_skipped_update(self, r: Request) -> None:
+    def _skipped_update(self, r: Request) -> None:
         """The last update's KV work for a request the last schedule left out (none by default)."""
 
-    def ff_skipped_last(self, reqs: list[Request], k: int) -> list[Request]:
+    def skipped_last(self, reqs: list[Request], k: int) -> list[Request]:
         """Requests the k-th (last) schedule of a stretch leaves out (none by default)."""
         return []
 
-    @property
-    def _ff_lag(self) -> int:
-        """Outputs in flight per request in the steady state: 0 sync, 1 with two batches."""
-        return int(getattr(self, "max_concurrent_batches")) - 1  # noqa: B009 (class or instance attribute)
-
-    def ff_horizon(self, reqs: list[Request], limit: int) -> int:
+    def horizon(self, reqs: list[Request], limit: int) -> int:
         """Iterations (<= limit) before a length cap finishes a request or a block runs short."""
         max_model_len: int = self.config.max_model_len
         k = limit
-        fin = 0 if self._ff_finishes else -1  # may the last update reach the output cap?
-        caps = self._ff_max_new_all(reqs)
+        fin = 0 if self.finishes_in_last_update else -1  # may the last update reach the output cap?
+        caps = self._max_new_all(reqs)
         for j in range(len(reqs)):  # (compiled, an indexed loop beats zip)
             r = reqs[j]
             out = len(r.output_token_ids)
@@ -97,9 +123,9 @@ class FastForwardBase:
         free = kv.num_free_blocks
         if at_zero > free:
             return 0
-        released = self._ff_released_blocks()  # fenced frees come back in the first update
+        released = self._released_blocks()  # fenced frees come back in the first update
         if released < 0:
-            return 0  # some stay fenced past it: the family's ff_running should have said so
+            return 0  # some stay fenced past it: the family's steady_running should have said so
         free += released
         if total > free:  # some schedule would preempt: stop before the first such one
             offsets = [x for first in firsts for x in range(first, k, bs)]
@@ -107,11 +133,11 @@ class FastForwardBase:
             k = min(k, offsets[free])
         return k
 
-    def _ff_max_new_all(self, reqs: list[Request]) -> list[int]:
-        """_ff_max_new of each request (one call; a family may do it without a call apiece)."""
-        return [self._ff_max_new(r) for r in reqs]
+    def _max_new_all(self, reqs: list[Request]) -> list[int]:
+        """_max_new of each request (one call; a family may do it without a call apiece)."""
+        return [self._max_new(r) for r in reqs]
 
-    def _ff_released_blocks(self) -> int:
+    def _released_blocks(self) -> int:
         """Blocks of deferred frees the first iteration's end_step releases; -1 if some stay fenced.
 
         A request finished in the update of the iteration before the stretch is fenced by the
@@ -128,17 +154,17 @@ class FastForwardBase:
             n += len(blocks)
         return n
 
-    def ff_advance(self, reqs: list[Request], k: int, tokens: list[list[int]],
-                   skipped: Sequence[Request] = ()) -> list[float]:
+    def advance(self, reqs: list[Request], k: int, tokens: list[list[int]],
+                skipped: Sequence[Request] = ()) -> list[float]:
         """Apply k iterations; tokens[r] are request r's next k delivered tokens; the last
-        schedule leaves out `skipped` (ff_skipped_last).
+        schedule leaves out `skipped` (skipped_last).
 
         Returns the KV usage seen after each of the k schedules.
         """
         kv = self.kv
         out0 = [len(r.output_token_ids) for r in reqs]
-        usage_after = self._ff_replay_kv(reqs, k, tokens, out0, skipped)
-        lag = self._ff_lag
+        usage_after = self._replay_kv(reqs, k, tokens, out0, skipped)
+        lag = self.lag
         for j in range(len(reqs)):
             r = reqs[j]
             outs, added = r.output_token_ids, len(r.output_token_ids) - out0[j]
@@ -146,8 +172,7 @@ class FastForwardBase:
             r.num_computed_tokens = r.prompt_len + len(r.output_token_ids) - 1 + lag
             r.num_in_flight_tokens = lag  # a prefill chunk in flight at the start has landed
             r.is_prefill_chunk = False
-        # the first schedule reported them; by name: FastForwardBase does not own the attribute
-        setattr(self, "finished_req_ids", [])  # noqa: B010 (a property in trtllm)
+        self._clear_reported_finishes()
         fenced = getattr(self.config, "defer_block_free", False)
         if fenced:
             kv.sched_step_seq += k
@@ -159,15 +184,15 @@ class FastForwardBase:
             r.num_in_flight_tokens = r.num_output_placeholders = 0
             if fenced:
                 r.last_sched_seq -= 1
-            self._ff_skipped_update(r)
-        self._ff_after_advance(reqs, k)
+            self._skipped_update(r)
+        self._after_advance(reqs, k)
         return usage_after
 
     # ---- KV replay ----
-    def _ff_replay_kv(self, reqs: list[Request], k: int, tokens: list[list[int]],
-                      out0: list[int], skipped: Sequence[Request] = ()) -> list[float]:
+    def _replay_kv(self, reqs: list[Request], k: int, tokens: list[list[int]],
+                   out0: list[int], skipped: Sequence[Request] = ()) -> list[float]:
         """Run the allocations and cache publications of k iterations through the real manager."""
-        kv, bs, lag = self.kv, self.kv.block_size, self._ff_lag
+        kv, bs, lag = self.kv, self.kv.block_size, self.lag
         # Candidates: iteration 0, then every iteration at which a block boundary moves what the
         # KV call depends on: C + i == m * bs (a new block; async: also a newly full block to
         # publish) and, sync only, C + i + 1 == m * bs (a newly full block). Between candidates
@@ -176,7 +201,7 @@ class FastForwardBase:
         # the others find nothing to allocate or publish).
         # An async update publishes `done` = C + i blocks, which its own iteration's schedule has
         # already published (same boundary, schedule first): update events are never needed,
-        # but for a request the last schedule leaves out (`_ff_skipped_update`).
+        # but for a request the last schedule leaves out (`_skipped_update`).
         # A request the last schedule leaves out has calls in the first k - 1 iterations only.
         # Events are encoded as ints, iteration * (n + 1) + request index + 1, and sorted as such:
         # 0 + 1 .. n within an iteration in running order; the first update's end_step is
@@ -185,7 +210,7 @@ class FastForwardBase:
         n = len(reqs)
         width = n + 1
         cs = [r.num_computed_tokens for r in reqs]
-        first = self._ff_first_kv(reqs, cs, out0)
+        first = self._first_kv(reqs, cs, out0)
         events: list[int] = [width]  # iteration 1, slot 0: the first update's end_step (fences)
         for idx in range(n):
             c = cs[idx]
@@ -219,12 +244,12 @@ class FastForwardBase:
             idx = slot - 1
             r, c, n0 = reqs[idx], cs[idx], out0[idx]
             # known tokens at this schedule: i outputs delivered since the stretch began
-            if self._ff_sched_kv(r, c + i + 1, r.prompt_len + n0 + i, n0, i, tokens[idx]):
+            if self._sched_kv(r, c + i + 1, r.prompt_len + n0 + i, n0, i, tokens[idx]):
                 free_at.append(i)
                 free_after.append(kv.num_free_blocks)
         return self._usage_per_step(k, free0, free_at, free_after)
 
-    def _ff_set(self, r: Request, out0: int, delivered: int, toks: list[int]) -> None:
+    def _set_outputs(self, r: Request, out0: int, delivered: int, toks: list[int]) -> None:
         """Bring the request's output list to out0 + delivered tokens (hashes read them)."""
         have = len(r.output_token_ids) - out0
         if delivered > have:

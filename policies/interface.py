@@ -1,9 +1,15 @@
-"""The Policy and Executor protocols, and the registry that names policies by plain strings."""
+"""The step interface's protocols (Policy, Executor), the optional capabilities a policy may
+declare (exact fast-forward, run counters), and the registry that names policies by plain strings.
+
+A new policy needs only `Policy` (or `schedsim.policies.baselines.BasePolicy`). A capability is a
+second protocol: the simulator asks `isinstance(policy, SupportsFastForward)` and, if so, works
+through the companion object the policy hands out, never through the scheduler class itself.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -49,6 +55,56 @@ class Policy(Protocol):
 
     def check_invariants(self) -> None:
         """Raise AssertionError if internal bookkeeping is inconsistent (tests call this)."""
+
+
+@runtime_checkable
+class FastForwardHooks(Protocol):
+    """A policy's side of exact fast-forward (schedsim.fastforward), kept next to the policy.
+
+    A stretch is a run of engine-loop iterations in which schedule() gives every running request
+    exactly one token and no update finishes one (but, where `finishes_in_last_update`, the
+    last). The simulator asks `steady_running` whether the policy is in that state, `horizon` how
+    many iterations its own caps allow, and `advance` to apply them at once; every table then
+    reads as if the iterations had run one by one (`schedsim.policies.fastforward` shares the
+    KV replay that makes this exact).
+    """
+
+    # whether a stretch may end with the update that stops requests (then `finish` applies it)
+    finishes_in_last_update: bool
+
+    def steady_running(self, depth: int) -> list[Request] | None:
+        """The running requests, in batch order, if the next iterations are plain decodes of each."""
+
+    def horizon(self, reqs: list[Request], limit: int) -> int:
+        """Iterations (<= limit) before a length cap stops a request or a KV block runs short."""
+
+    def skipped_last(self, reqs: list[Request], k: int) -> list[Request]:
+        """Requests the k-th (last) schedule of a stretch leaves out (async max_tokens)."""
+
+    def reported_finished_ids(self) -> list[str]:
+        """Finished ids the next plan reports (the stretch's first plan reports them)."""
+
+    def has_request(self, request_id: str) -> bool:
+        """Whether the policy still tracks the request."""
+
+    def advance(self, reqs: list[Request], k: int, tokens: list[list[int]],
+                skipped: Sequence[Request] = ()) -> list[float]:
+        """Apply k iterations (tokens[j]: request j's next k delivered tokens); returns the KV
+        usage seen after each of the k schedules."""
+
+    def finish(self, reqs: list[Request]) -> list[RequestOutput]:
+        """The last update's stops, as update_from_output applies them (running order)."""
+
+    def in_flight_plan(self, reqs: list[Request]) -> StepPlan:
+        """The plan the stretch's last schedule() made (with two batches, it stays in flight)."""
+
+
+@runtime_checkable
+class SupportsFastForward(Protocol):
+    """Optional: the policy's steady decode stretches can be jumped over in closed form."""
+
+    def fast_forward(self) -> FastForwardHooks:
+        """The companion that implements FastForwardHooks for this policy instance."""
 
 
 @runtime_checkable

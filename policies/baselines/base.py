@@ -249,7 +249,7 @@ class BasePolicy:
             self.kv.cache_blocks(req, req.num_computed_tokens - req.num_in_flight_tokens)
         return RequestOutput(req.request_id, new, status)
 
-    def _max_new_tokens(self, req: Request) -> int:
+    def max_new_tokens(self, req: Request) -> int:
         """The output cap this policy enforces: max_tokens, clipped to an empty pool if configured.
 
         Policies that reserve KV to completion (orca, static) clip so that every request can be
@@ -262,7 +262,7 @@ class BasePolicy:
 
     def _check_stop(self, req: Request, tok: int) -> RequestStatus | None:
         """vLLM/SGLang stop order: length caps, then EOS, then stop token ids."""
-        if req.num_output_tokens >= self._max_new_tokens(req) or req.num_tokens >= self.config.max_model_len:
+        if req.num_output_tokens >= self.max_new_tokens(req) or req.num_tokens >= self.config.max_model_len:
             return RequestStatus.FINISHED_LENGTH_CAPPED
         if not req.ignore_eos and req.eos_token_id is not None and tok == req.eos_token_id:
             return RequestStatus.FINISHED_STOPPED

@@ -3,10 +3,11 @@
 Their decode path is the shared BasePolicy's: every running request gets one token through
 `KVCacheManager.allocate_slots` (reserved-to-completion requests find their blocks already there),
 `_append_tokens` publishes the blocks its update completes (the ones the schedule published), and
-the length stop comes before EOS with the policy's own output cap (`_max_new_tokens`). The steady
+the length stop comes before EOS with the policy's own output cap (`max_new_tokens`). The steady
 state: one batch in flight, nothing waiting (so no admission and, for `static`, no new batch),
 nothing preempted, every running request a plain decode. The replay itself is shared
-(`schedsim.policies.fastforward`).
+(`schedsim.policies.fastforward`). Each policy declares the capability itself (`fast_forward()`):
+a policy derived from BasePolicy may schedule a steady batch differently, so it is never implied.
 """
 
 from __future__ import annotations
@@ -15,40 +16,43 @@ from ..fastforward import FastForwardBase
 from ..request import Request, RequestStatus
 
 
-class BaselineFastForwardMixin(FastForwardBase):
+class BaselineFastForward(FastForwardBase):
     """The baselines' steady state, KV call and counters (one batch in flight only)."""
 
-    def ff_running(self, depth: int) -> list[Request] | None:
+    def steady_running(self, depth: int) -> list[Request] | None:
         """Running requests if the next iterations are plain one-token decodes of each."""
-        if depth != 1 or self.max_concurrent_batches != 1 or not self.running or self.waiting:
+        p = self.policy
+        if depth != 1 or p.max_concurrent_batches != 1 or not p.running or p.waiting:
             return None
-        if (self.preempted_req_ids or len(self.running) != len(self.requests)
-                or len(self.running) > self.config.max_num_batched_tokens):
+        if (p.preempted_req_ids or len(p.running) != len(p.requests)
+                or len(p.running) > self.config.max_num_batched_tokens):
             return None
         running_status = RequestStatus.RUNNING
-        for r in self.running:
+        running: list[Request] = p.running
+        for r in running:
             if (r.status != running_status or r.num_output_placeholders or r.num_in_flight_tokens
                     or r.num_stale_output_tokens or r.is_prefill_chunk or r.stop_token_ids
                     or r.num_spec_tokens or r.structured_output
                     or r.num_computed_tokens != r.prompt_len + len(r.output_token_ids) - 1):
                 return None
-        return self.running
+        return running
 
-    def _ff_max_new(self, r: Request) -> int:
-        """_check_stop's output cap (clipped to the pool for reserve-to-completion policies)."""
-        return self._max_new_tokens(r)
+    def _max_new(self, r: Request) -> int:
+        """The stop check's output cap (clipped to the pool for reserve-to-completion policies)."""
+        cap: int = self.policy.max_new_tokens(r)
+        return cap
 
-    def _ff_sched_kv(self, r: Request, total: int, known: int, out0: int, i: int,
-                     toks: list[int]) -> bool:
+    def _sched_kv(self, r: Request, total: int, known: int, out0: int, i: int,
+                  toks: list[int]) -> bool:
         """BasePolicy._allocate(r, 1): allocate_slots for one token (no-op between candidates)."""
         kv = self.kv
         before = (len(kv.req_to_blocks[r.request_id]), kv.num_cached_block.get(r.request_id, 0))
-        self._ff_set(r, out0, i, toks)
+        self._set_outputs(r, out0, i, toks)
         r.num_computed_tokens = total - 1
         if kv.allocate_slots(r, 1, 0, None, num_lookahead_tokens=0, has_scheduled_reqs=True) is None:
             raise AssertionError(f"fast-forward: {r.request_id} found no free block inside its horizon")
         return before != (len(kv.req_to_blocks[r.request_id]), kv.num_cached_block.get(r.request_id, 0))
 
-    def _ff_after_advance(self, reqs: list[Request], k: int) -> None:
+    def _after_advance(self, reqs: list[Request], k: int) -> None:
         """The plan counter."""
-        self.step_id += k
+        self.policy.step_id += k

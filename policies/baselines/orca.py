@@ -17,7 +17,7 @@ from ..interface import register_policy
 from ..plan import StepPlan
 from ..request import Request, RequestStatus
 from .base import BasePolicy
-from .fastforward import BaselineFastForwardMixin
+from .fastforward import BaselineFastForward
 
 
 @dataclass
@@ -41,7 +41,7 @@ def reserve_whole(policy: BasePolicy, req: Request, to_completion: bool = True) 
     """KV for the whole prompt (plus every output fed back, if `to_completion`); tokens, or None."""
     hit_blocks, hit = policy._prefix_hit(req)
     num_new = req.num_tokens - hit
-    lookahead = max(policy._max_new_tokens(req) - req.num_output_tokens - 1, 0) if to_completion else 0
+    lookahead = max(policy.max_new_tokens(req) - req.num_output_tokens - 1, 0) if to_completion else 0
     if not policy._allocate(req, num_new, hit_blocks, hit, lookahead=lookahead):
         return None
     return num_new
@@ -59,7 +59,7 @@ def admit(policy: BasePolicy, plan: StepPlan, req: Request, num_new: int) -> Non
 
 @register_policy("orca", "Orca iteration-level batching: whole prompts, KV reserved to completion",
                  OrcaConfig)
-class OrcaPolicy(BaselineFastForwardMixin, BasePolicy):
+class OrcaPolicy(BasePolicy):
     """Orca's scheduler on the shared step interface (synchronous: one batch in flight)."""
 
     max_concurrent_batches = 1
@@ -68,6 +68,10 @@ class OrcaPolicy(BaselineFastForwardMixin, BasePolicy):
         self.reserve = config.kv_reservation == "max_tokens"
         self.clip_max_new_to_pool = self.reserve
         super().__init__(config)
+
+    def fast_forward(self) -> BaselineFastForward:
+        """Exact fast-forward of steady decode stretches (SupportsFastForward)."""
+        return BaselineFastForward(self)
 
     def _schedule_into(self, plan: StepPlan) -> None:
         """Decode every running request, then admit whole prompts while budget and KV allow."""

@@ -16,7 +16,7 @@ from ..interface import register_policy
 from ..plan import StepPlan
 from ..request import RequestStatus
 from .base import BasePolicy
-from .fastforward import BaselineFastForwardMixin
+from .fastforward import BaselineFastForward
 
 
 @dataclass
@@ -39,13 +39,17 @@ class SarathiConfig(SchedulerConfig):
 
 @register_policy("sarathi", "Sarathi-Serve stall-free batching: decodes first, then prefill chunks "
                  "up to the token budget", SarathiConfig)
-class SarathiPolicy(BaselineFastForwardMixin, BasePolicy):
+class SarathiPolicy(BasePolicy):
     """Stall-free batching on the shared step interface (synchronous: one batch in flight)."""
 
     max_concurrent_batches = 1
 
     def __init__(self, config: SarathiConfig) -> None:
         super().__init__(config, watermark=config.watermark)
+
+    def fast_forward(self) -> BaselineFastForward:
+        """Exact fast-forward of steady decode stretches (SupportsFastForward)."""
+        return BaselineFastForward(self)
 
     def _schedule_into(self, plan: StepPlan) -> None:
         """Decodes, then ongoing prefill chunks, then new prefill chunks (unless we preempted)."""

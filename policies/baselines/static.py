@@ -15,7 +15,7 @@ from ..config import SchedulerConfig
 from ..interface import register_policy
 from ..plan import StepPlan
 from .base import BasePolicy
-from .fastforward import BaselineFastForwardMixin
+from .fastforward import BaselineFastForward
 from .orca import admit, reserve_whole
 
 
@@ -35,7 +35,7 @@ class StaticConfig(SchedulerConfig):
 
 @register_policy("static", "FasterTransformer request-level batching: no admission until the batch "
                  "drains", StaticConfig)
-class StaticPolicy(BaselineFastForwardMixin, BasePolicy):
+class StaticPolicy(BasePolicy):
     """Static batching on the shared step interface (synchronous: one batch in flight)."""
 
     max_concurrent_batches = 1
@@ -43,6 +43,10 @@ class StaticPolicy(BaselineFastForwardMixin, BasePolicy):
 
     def __init__(self, config: StaticConfig) -> None:
         super().__init__(config)
+
+    def fast_forward(self) -> BaselineFastForward:
+        """Exact fast-forward of steady decode stretches (SupportsFastForward)."""
+        return BaselineFastForward(self)
 
     def _schedule_into(self, plan: StepPlan) -> None:
         """Decode the current batch; form a new one only once it has drained."""

@@ -20,7 +20,7 @@ from ..request import Request, RequestStatus
 from .adder import AddReqResult, PrefillAdder
 from .config import SGLangConfig
 from .decode import finishing_inflight, pages_needed, retract_decode
-from .fastforward import SGLangFastForwardMixin
+from .fastforward import SGLangFastForward
 from .lpm import sort_longest_prefix_first
 from .plan import SGLangStepPlan
 from .slots import NewTokenRatioTracker, ReqToTokenPool
@@ -28,7 +28,7 @@ from .slots import NewTokenRatioTracker, ReqToTokenPool
 
 @register_policy("sglang-overlap", "SGLang 0.5.x overlap scheduler: prefill-first PrefillAdder, "
                  "retract on OOM, one-step-late finishes", SGLangConfig)
-class SGLangOverlapPolicy(SGLangFastForwardMixin, BasePolicy):
+class SGLangOverlapPolicy(BasePolicy):
     """SGLang's Scheduler on the shared step interface."""
 
     clip_max_new_to_pool = True
@@ -47,6 +47,10 @@ class SGLangOverlapPolicy(SGLangFastForwardMixin, BasePolicy):
         self.last_extend_reqs: list[Request] = []
         self.batch_is_full = False
 
+    def fast_forward(self) -> SGLangFastForward:
+        """Exact fast-forward of steady decode stretches (SupportsFastForward)."""
+        return SGLangFastForward(self)
+
     # ---- intake ----
     def add_request(self, request: Request) -> None:
         """Queue, clipping max_new_tokens to the context and to an empty pool (init_req_max_new_tokens)."""
@@ -63,7 +67,7 @@ class SGLangOverlapPolicy(SGLangFastForwardMixin, BasePolicy):
                              f"KV memory budget ({capacity} tokens, num_gpu_blocks)")
         self.max_new[request.request_id] = cap
 
-    def _max_new_tokens(self, req: Request) -> int:
+    def max_new_tokens(self, req: Request) -> int:
         """SGLang's clipped max_new_tokens."""
         return self.max_new.get(req.request_id, req.max_tokens)
 

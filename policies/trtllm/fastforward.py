@@ -8,48 +8,43 @@ beam-width gates do not bind), and the resource manager gives each one token thr
 pool runs short: max-requests and no-evict stop at the first allocation that would fail (an OOM
 pause), max-utilization at the first step whose next-step reservation (one or two steps of look-ahead)
 exceeds the free blocks (a pause of the last started request). The horizon stops before either.
-`ff_advance` then advances the step counters, the fence sequence numbers the policy stamps on every
+`advance` then advances the step counters, the fence sequence numbers the policy stamps on every
 step, and each LlmRequest's delivered-output mark.
 """
 
 from __future__ import annotations
 
-from ..baselines.fastforward import BaselineFastForwardMixin
+from ..baselines.fastforward import BaselineFastForward
 from ..request import Request, RequestStatus
 from .capacity import CapacitySchedulerPolicy
-from .micro_batch import _lora_key
+from .micro_batch import lora_key
 from .state import LlmRequest, LlmRequestState
 
 
-class TrtllmFastForwardMixin(BaselineFastForwardMixin):
+class TrtllmFastForward(BaselineFastForward):
     """TensorRT-LLM's steady generation state, output cap, reservations and step counters."""
 
-    @property
-    def finished_req_ids(self) -> list[str]:
-        """Finishes the next plan reports (the shared jump code reads and clears them by this name)."""
-        return self._finished_ids
+    def has_request(self, request_id: str) -> bool:
+        """Whether the policy still tracks the request (its LlmRequest table)."""
+        return request_id in self.policy.requests
 
-    @finished_req_ids.setter
-    def finished_req_ids(self, ids: list[str]) -> None:
-        """See the getter."""
-        self._finished_ids = ids
-
-    def ff_running(self, depth: int) -> list[Request] | None:
+    def steady_running(self, depth: int) -> list[Request] | None:
         """Every active request, in the micro-batch's order, if each is a plain one-token generation."""
-        if depth != 1 or self.max_concurrent_batches != 1 or not self.active or self.inflight:
+        p = self.policy
+        if depth != 1 or p.max_concurrent_batches != 1 or not p.active or p.inflight:
             return None
         cfg = self.config
-        n = len(self.active)
-        if (n != len(self.requests) or n > cfg.max_num_seqs or n > cfg.effective_max_batch_size
+        n = len(p.active)
+        if (n != len(p.requests) or n > cfg.max_num_seqs or n > cfg.effective_max_batch_size
                 or n > cfg.effective_max_num_tokens or cfg.max_peft_pages is not None
                 or self.kv.deferred_frees):
             return None
-        if not all(self._ff_steady(req) for req in self.active):
+        if not all(self._steady(req) for req in p.active):
             return None
-        return [req.request for req in sorted(self.active, key=_lora_key)]  # sort_requests' order
+        return [req.request for req in sorted(p.active, key=lora_key)]  # sort_requests' order
 
     @staticmethod
-    def _ff_steady(req: LlmRequest) -> bool:
+    def _steady(req: LlmRequest) -> bool:
         """A decoding request whose next step is one token, delivered, with nothing else attached."""
         r = req.request
         out = len(r.output_token_ids)
@@ -61,23 +56,23 @@ class TrtllmFastForwardMixin(BaselineFastForwardMixin):
                 and not r.num_stale_output_tokens and not r.is_prefill_chunk
                 and r.num_computed_tokens == r.prompt_len + out - 1)
 
-    def _ff_max_new(self, r: Request) -> int:
+    def _max_new(self, r: Request) -> int:
         """append_tokens' length stop (getMaxNumGeneratedTokens >= mMaxNewTokens) as an output count.
 
         A pause folds outputs into the LlmRequest's prompt and shrinks its budget by as much.
         """
-        req = self.requests[r.request_id]
+        req = self.policy.requests[r.request_id]
         return req.max_new_tokens + req.prompt_len - r.prompt_len
 
-    def ff_horizon(self, reqs: list[Request], limit: int) -> int:
+    def horizon(self, reqs: list[Request], limit: int) -> int:
         """The shared horizon, and for max-utilization with two-step look-ahead the reservation's."""
-        k = super().ff_horizon(reqs, limit)
-        if (k > 0 and self.capacity_policy is CapacitySchedulerPolicy.MAX_UTILIZATION
+        k = super().horizon(reqs, limit)
+        if (k > 0 and self.policy.capacity_policy is CapacitySchedulerPolicy.MAX_UTILIZATION
                 and self.config.two_step_lookahead):
-            k = self._ff_two_step_horizon(reqs, k)
+            k = self._two_step_horizon(reqs, k)
         return k
 
-    def _ff_two_step_horizon(self, reqs: list[Request], k: int) -> int:
+    def _two_step_horizon(self, reqs: list[Request], k: int) -> int:
         """Steps before some schedule's two-step reservation exceeds the free blocks (a pause).
 
         Schedule i reserves the blocks the allocations of steps i and i + 1 take (at most: the
@@ -94,15 +89,16 @@ class TrtllmFastForwardMixin(BaselineFastForwardMixin):
             k = min(k, max(offsets[free] - 1, 0))  # the first i with allocations(<= i + 1) > free
         return k
 
-    def _ff_after_advance(self, reqs: list[Request], k: int) -> None:
+    def _after_advance(self, reqs: list[Request], k: int) -> None:
         """Step counters, the fences every non-empty step stamps, and the delivered-output marks."""
-        self._step += k
-        self.stats.num_steps += k
-        self.stats.num_computed_tokens += k * len(reqs)
+        p = self.policy
+        p.iter_counter += k
+        p.stats.num_steps += k
+        p.stats.num_computed_tokens += k * len(reqs)
         kv = self.kv
         kv.sched_step_seq += k
         kv.processed_step_seq += k
-        requests = self.requests
+        requests = p.requests
         for r in reqs:
             r.last_sched_seq = kv.sched_step_seq
             requests[r.request_id].num_delivered = len(r.output_token_ids)

@@ -32,7 +32,7 @@ class MicroBatch:
     num_compute_tokens: int
 
 
-def _lora_key(req: LlmRequest) -> tuple[int, int]:
+def lora_key(req: LlmRequest) -> tuple[int, int]:
     """No LoRA sorts first, like an empty std::optional."""
     tid = req.lora_task_id
     return (0, 0) if tid is None else (1, tid)
@@ -41,12 +41,12 @@ def _lora_key(req: LlmRequest) -> tuple[int, int]:
 def sort_requests(contexts: list[LlmRequest], generations: list[LlmRequest], chunks_present: bool) -> None:
     """Last chunks go to the end (the sampler groups them); each group is sorted by LoRA id."""
     if chunks_present:
-        middle = sorted((r for r in contexts if not r.is_last_context_chunk), key=_lora_key)
-        last = sorted((r for r in contexts if r.is_last_context_chunk), key=_lora_key)
+        middle = sorted((r for r in contexts if not r.is_last_context_chunk), key=lora_key)
+        last = sorted((r for r in contexts if r.is_last_context_chunk), key=lora_key)
         contexts[:] = middle + last
     else:
-        contexts.sort(key=_lora_key)
-    generations.sort(key=_lora_key)
+        contexts.sort(key=lora_key)
+    generations.sort(key=lora_key)
 
 
 class MicroBatchScheduler:

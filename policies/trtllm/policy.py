@@ -12,7 +12,7 @@ from .allocation import BatchAllocator, TrtllmStats
 from .capacity import CapacityScheduler, CapacitySchedulerPolicy, PeftBudget
 from .chunking import ChunkingPolicy
 from .config import TrtllmConfig
-from .fastforward import TrtllmFastForwardMixin
+from .fastforward import TrtllmFastForward
 from .invariants import check_policy_invariants
 from .kv_accounting import KvAccounting
 from .lifecycle import advance_context, append_tokens
@@ -21,7 +21,7 @@ from .pause import pause
 from .state import LlmRequest, LlmRequestState
 
 
-class TrtllmPolicy(TrtllmFastForwardMixin):
+class TrtllmPolicy:
     """TensorRT-LLM's SimpleScheduler (capacity -> micro-batch) plus the executor's pause handling."""
 
     def __init__(self, config: TrtllmConfig, capacity_policy: CapacitySchedulerPolicy) -> None:
@@ -52,8 +52,8 @@ class TrtllmPolicy(TrtllmFastForwardMixin):
         self.active: list[LlmRequest] = []
         self.requests: dict[str, LlmRequest] = {}
         self.inflight: dict[str, tuple[int, int]] = {}  # id -> (non-draft tokens, drafts) scheduled
-        self._finished_ids: list[str] = []
-        self._step = 0
+        self.finished_req_ids: list[str] = []  # reported in the next plan
+        self.iter_counter = 0  # PyExecutor's: the plan's step id
 
     # ---- queue ----
     def _snapshot_points(self, prompt_len: int) -> tuple[int, ...]:
@@ -95,7 +95,7 @@ class TrtllmPolicy(TrtllmFastForwardMixin):
 
     def has_requests(self) -> bool:
         """Unfinished requests, or finishes not yet reported in a plan."""
-        return bool(self.active) or bool(self._finished_ids)
+        return bool(self.active) or bool(self.finished_req_ids)
 
     def get_request_counts(self) -> tuple[int, int]:
         """(running, waiting): running = admitted and executed since its last (re)admission."""
@@ -105,6 +105,10 @@ class TrtllmPolicy(TrtllmFastForwardMixin):
     def kv_usage(self) -> float:
         """Fraction of usable blocks held."""
         return self.kv.usage
+
+    def fast_forward(self) -> TrtllmFastForward:
+        """Exact fast-forward of steady generation stretches (SupportsFastForward)."""
+        return TrtllmFastForward(self)
 
     def run_counters(self) -> dict[str, int]:
         """The run summary's count of prefix-aware skips (no table has a row per skip)."""
@@ -122,8 +126,8 @@ class TrtllmPolicy(TrtllmFastForwardMixin):
     # ---- scheduling ----
     def schedule(self) -> StepPlan:
         """Capacity -> pause -> micro-batch -> allocate; requests whose KV cannot grow wait or pause."""
-        plan = StepPlan(step_id=self._step)
-        plan.finished_req_ids, self._finished_ids = self._finished_ids, []
+        plan = StepPlan(step_id=self.iter_counter)
+        plan.finished_req_ids, self.finished_req_ids = self.finished_req_ids, []
         cap = self.capacity.schedule(self.active, self.inflight)
         self.stats.num_prefix_skips += cap.num_prefix_skipped
         for victim in cap.paused:
@@ -135,7 +139,7 @@ class TrtllmPolicy(TrtllmFastForwardMixin):
             seq = self.kv.begin_step()
             for rid in plan.num_scheduled_tokens:
                 self.requests[rid].request.last_sched_seq = seq
-        self._step += 1
+        self.iter_counter += 1
         self.stats.num_steps += 1
         return plan
 
@@ -226,7 +230,7 @@ class TrtllmPolicy(TrtllmFastForwardMixin):
         self.active.remove(req)
         del self.requests[req.request_id]
         self.inflight.pop(req.request_id, None)
-        self._finished_ids.append(req.request_id)
+        self.finished_req_ids.append(req.request_id)
 
     def check_invariants(self) -> None:
         """KV conservation in the pool, plus each request's cursor, tokens and block table agree."""

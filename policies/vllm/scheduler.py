@@ -1,15 +1,27 @@
-"""`vllm`: vLLM 0.33.0's V1 Scheduler.schedule() (unified budget, running first, recompute preemption)."""
+"""`vllm`: vLLM 0.33.0's V1 `Scheduler` (vllm/v1/core/sched/scheduler.py), method for method.
+
+One step: `schedule()` gives the RUNNING requests what they still need first (preempting from
+the back, or the lowest priority, when the KV cache is short), then admits WAITING requests in
+queue order while the token budget, the seats and the KV cache allow, and advances every
+scheduled request's `num_computed_tokens` optimistically (`_update_after_schedule`).
+`update_from_output` then appends each request's sampled tokens, rolls back rejected drafts,
+stops requests (EOS, stop tokens, max_tokens, max_model_len) and frees them. The names are
+vLLM's, so the two read side by side; `AsyncScheduler` (async_scheduler.py) overrides only the
+post-schedule hook. What the simulator adds (exact fast-forward) is a companion object
+(fastforward.py), not part of this class.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+
 from ..kv_cache import KVCacheManager
-from ..plan import StepPlan
+from ..plan import RequestOutput, StepPlan, StepResult
 from ..request import Request, RequestStatus
 from .config import VllmConfig
-from .fastforward import FastForwardMixin
-from .lifecycle import LifecycleMixin
-from .output import OutputMixin
-from .queues import FCFSQueue, PriorityQueue
+from .fastforward import VllmFastForward
+from .request_queue import create_request_queue
+from .utils import check_stop
 
 
 class _StepState:
@@ -32,11 +44,10 @@ class _StepState:
         self.threshold = threshold
 
 
-class VllmScheduler(FastForwardMixin, LifecycleMixin, OutputMixin):  # compiled: concrete base first
+class Scheduler:
     """Synchronous V1 scheduler: schedule step s, then update from step s."""
 
     max_concurrent_batches = 1
-    is_async = False
 
     def __init__(self, config: VllmConfig) -> None:
         self.config = config
@@ -45,12 +56,14 @@ class VllmScheduler(FastForwardMixin, LifecycleMixin, OutputMixin):  # compiled:
                                  config.enable_prefix_caching, config.watermark, lazy_private=True)
         self.requests: dict[str, Request] = {}
         self.running: list[Request] = []
-        self.waiting = PriorityQueue() if config.scheduling_policy == "priority" else FCFSQueue()
+        self.waiting = create_request_queue(config.scheduling_policy)
         self.priority = config.scheduling_policy == "priority"
         self.max_num_active = config.max_num_active_seqs or config.max_num_seqs
         self.num_spec_tokens = config.num_spec_tokens
+        # reported in the next plan, then cleared (vLLM's sets, kept in order here)
         self.finished_req_ids: list[str] = []
         self.preempted_req_ids: list[str] = []
+        # request id -> num_computed_tokens it had before its latest preemption (recompute count)
         self.recompute_frontier: dict[str, int] = {}
         self.current_step = 0
 
@@ -143,7 +156,7 @@ class VllmScheduler(FastForwardMixin, LifecycleMixin, OutputMixin):  # compiled:
                 victim = max(running, key=lambda r: (r.priority, r.arrival_time))
             else:
                 victim = running[-1]
-            if not self._blocks_can_be_freed(victim):
+            if not self._request_blocks_can_be_freed(victim):
                 return False, req_index
             if self.priority:
                 vi = running.index(victim)
@@ -159,12 +172,28 @@ class VllmScheduler(FastForwardMixin, LifecycleMixin, OutputMixin):  # compiled:
                     st.context.pop(victim.request_id, None)
             else:
                 running.pop()
-            self._preempt(victim)
+            self._preempt_request(victim)
             st.preempted.append(victim)
             if victim is request:
                 return False, req_index
             if self.kv.allocate_slots(request, num_new) is not None:
                 return True, req_index
+
+    def _preempt_request(self, request: Request) -> None:
+        """Recompute preemption: drop KV, mark in-flight output stale, back to the front of waiting."""
+        assert request.status == RequestStatus.RUNNING, "only running requests can be preempted"
+        self.recompute_frontier[request.request_id] = max(
+            request.num_computed_tokens, self.recompute_frontier.get(request.request_id, 0))
+        self._free_request_blocks(request)
+        request.status = RequestStatus.PREEMPTED
+        request.num_computed_tokens = 0
+        if request.spec_token_ids:
+            request.spec_token_ids = []
+        request.num_stale_output_tokens = request.num_in_flight_tokens
+        request.num_output_placeholders = 0
+        request.num_preemptions += 1
+        self.waiting.prepend_request(request)
+        self.preempted_req_ids.append(request.request_id)
 
     def _schedule_waiting(self, st: _StepState) -> None:
         """Admit waiting requests in queue order until budget, seats or KV run out (no preemption)."""
@@ -175,9 +204,9 @@ class VllmScheduler(FastForwardMixin, LifecycleMixin, OutputMixin):  # compiled:
         while st.token_budget > 0:
             if not waiting or st.input_budget <= 0 or len(self.running) >= self.max_num_active:
                 break
-            request = waiting.peek()
+            request = waiting.peek_request()
             if request.num_stale_output_tokens:
-                skipped.append(waiting.pop())  # its in-flight output has not come back yet
+                skipped.append(waiting.pop_request())  # its in-flight output has not come back yet
                 continue
             hit, num_computed = self.kv.get_computed_blocks(request)
             budget = min(st.token_budget, st.input_budget)
@@ -198,7 +227,7 @@ class VllmScheduler(FastForwardMixin, LifecycleMixin, OutputMixin):  # compiled:
                                       full_sequence_must_fit=cfg.scheduler_reserve_full_isl,
                                       has_scheduled_reqs=bool(self.running)) is None:
                 break
-            waiting.pop()
+            waiting.pop_request()
             self.running.append(request)
             (st.new if request.status == RequestStatus.WAITING else st.resumed).append(request)
             request.status = RequestStatus.RUNNING
@@ -207,7 +236,7 @@ class VllmScheduler(FastForwardMixin, LifecycleMixin, OutputMixin):  # compiled:
             if pad:
                 st.spec[request.request_id] = [-1] * k
         if skipped:
-            waiting.prepend_many(skipped)
+            waiting.prepend_requests(skipped)
 
     def _record(self, st: _StepState, request: Request, num_new: int, context: int) -> None:
         """Charge the budgets for an admitted request."""
@@ -267,3 +296,239 @@ class VllmScheduler(FastForwardMixin, LifecycleMixin, OutputMixin):  # compiled:
         plan.has_structured_output_requests = has_so
         self.finished_req_ids = []
         self.preempted_req_ids = []
+
+    # ---------------------------------------------------------------- update
+    def update_from_output(self, plan: StepPlan, result: StepResult) -> list[RequestOutput]:
+        """Apply the result of `plan`; stale output of preempted requests is delivered, not counted."""
+        if self.config.defer_block_free and plan.total_num_scheduled_tokens > 0:
+            self.kv.end_step()
+        requests = self.requests
+        sampled = result.sampled_token_ids
+        spec_tokens = plan.spec_decode_tokens
+        cache_spec = self.num_spec_tokens > 0
+        running_status = RequestStatus.RUNNING
+        max_model_len = self.config.max_model_len
+        caching = self.kv.enable_caching
+        block_size = self.kv.block_size
+        num_cached = self.kv.num_cached_block
+        outputs: list[RequestOutput] = []
+        stopped_running: set[Request] = set()
+        stopped_waiting: set[Request] = set()
+        failed = result.failed_kv_load_ids
+        for rid, n in plan.num_scheduled_tokens.items():
+            request = requests.get(rid)
+            if request is None:
+                continue  # finished (aborted) while the step was in flight
+            request.num_in_flight_tokens -= n
+            stale_n = request.num_stale_output_tokens
+            stale = stale_n > 0
+            if stale:
+                request.num_stale_output_tokens = stale_n - n
+                assert stale_n >= n
+            if failed and rid in failed:
+                self._recompute_after_failed_load(request, stale)
+                continue
+            generated = sampled.get(rid)
+            if not generated:
+                continue  # a prefill chunk: nothing to deliver
+            if spec_tokens and not stale:
+                spec = spec_tokens.get(rid)
+                if spec:
+                    self._roll_back_rejected(request, len(spec) - max(len(generated) - 1, 0))
+            status_before = request.status
+            placeholders = request.num_output_placeholders
+            had_placeholders = placeholders > 0
+            if not stale and len(generated) == 1:
+                # Common case: one token, no trimming possible.
+                tok = generated[0]
+                outs = request.output_token_ids
+                outs.append(tok)
+                num_out = len(outs)
+                stopped = ((tok == request.eos_token_id and not request.ignore_eos)
+                           or num_out >= request.max_tokens
+                           or request.prompt_len + num_out >= max_model_len
+                           or (request.stop_token_ids and tok in request.stop_token_ids))
+                if stopped:
+                    check_stop(request, max_model_len)
+                if had_placeholders:
+                    request.num_output_placeholders = placeholders - 1
+                new_ids = [tok]
+            else:
+                new_ids, stopped = self._update_request_with_output(request, list(generated), stale)
+            if not stale and status_before == running_status and (had_placeholders or cache_spec):
+                done = request.num_computed_tokens - request.num_in_flight_tokens
+                if caching and done // block_size > num_cached.get(rid, 0):
+                    self.kv.cache_blocks(request, done)
+            if stopped:
+                outputs.append(RequestOutput(rid, new_ids, request.status, stale))
+                self._free_request(request)
+                (stopped_running if status_before == running_status else stopped_waiting).add(request)
+            else:
+                outputs.append(RequestOutput(rid, new_ids, None, stale))
+        if stopped_running:
+            self.running = [r for r in self.running if r not in stopped_running]
+        if stopped_waiting:
+            self.waiting.remove_requests(stopped_waiting)
+        return outputs
+
+    def _recompute_after_failed_load(self, request: Request, stale: bool) -> None:
+        """KV load failure, recompute policy: drop the step's output and recompute from token 0.
+
+        The request keeps its blocks; outputs of its other in-flight steps become stale (as after
+        a preemption) so they are delivered without touching the reset counters.
+        """
+        if stale or request.status != RequestStatus.RUNNING:
+            return
+        rid = request.request_id
+        self.recompute_frontier[rid] = max(request.num_computed_tokens - request.num_in_flight_tokens,
+                                           self.recompute_frontier.get(rid, 0))
+        request.num_computed_tokens = 0
+        request.num_stale_output_tokens = request.num_in_flight_tokens
+        request.num_output_placeholders = 0
+        request.spec_token_ids = []
+        request.is_prefill_chunk = True
+
+    @staticmethod
+    def _roll_back_rejected(request: Request, rejected: int) -> None:
+        """Rejected drafts: their KV positions and (async) placeholders are given back."""
+        if request.num_computed_tokens > 0:
+            request.num_computed_tokens -= rejected
+        if request.num_output_placeholders > 0:
+            request.num_output_placeholders -= rejected
+
+    def _update_request_with_output(self, request: Request, new_ids: list[int],
+                                    stale: bool) -> tuple[list[int], bool]:
+        """Append tokens one by one, stopping (and trimming) at the first stop condition."""
+        num_returned = len(new_ids)
+        outs = request.output_token_ids
+        max_model_len = self.config.max_model_len
+        stopped = False
+        eos = None if request.ignore_eos else request.eos_token_id
+        stops = request.stop_token_ids
+        limit = min(request.max_tokens, max_model_len - request.prompt_len)
+        for i, tok in enumerate(new_ids, 1):
+            outs.append(tok)
+            if (tok == eos or len(outs) >= limit or (stops and tok in stops)) and check_stop(
+                    request, max_model_len):
+                stopped = True
+                trimmed = num_returned - i
+                if not stale:
+                    request.num_computed_tokens -= trimmed
+                request.num_truncated_tokens += trimmed
+                del new_ids[i:]
+                break
+        if not stale and request.num_output_placeholders > 0:
+            request.num_output_placeholders -= num_returned
+            assert request.num_output_placeholders >= 0, f"{request.request_id}: placeholders < 0"
+        return new_ids, stopped
+
+    # ---------------------------------------------------------------- requests in and out
+    def add_request(self, request: Request) -> None:
+        """Queue a new arrival (status WAITING)."""
+        if request.request_id in self.requests:
+            raise ValueError(f"duplicate request id {request.request_id!r}")
+        self.requests[request.request_id] = request
+        self.waiting.add_request(request)
+
+    def finish_requests(self, request_ids: Iterable[str],
+                        finished_status: RequestStatus) -> list[Request]:
+        """The finish signal from outside the scheduler (a client abort): finish the live ones
+        with `finished_status` and free them; finished or unknown ids are ignored."""
+        assert finished_status.is_finished
+        valid: list[Request] = []
+        seen: set[str] = set()
+        for rid in request_ids:
+            request = self.requests.get(rid)
+            if request is None or request.is_finished or rid in seen:
+                continue
+            seen.add(rid)
+            valid.append(request)
+        if not valid:
+            return valid
+        in_running = {r for r in valid if r.status == RequestStatus.RUNNING}
+        if in_running:
+            self.running = [r for r in self.running if r not in in_running]
+        in_waiting = {r for r in valid if r not in in_running}
+        if in_waiting:
+            self.waiting.remove_requests(in_waiting)
+        for request in valid:
+            request.status = finished_status
+            self._free_request(request)
+        return valid
+
+    def abort_requests(self, request_ids: Iterable[str]) -> list[Request]:
+        """The step interface's abort: EngineCore's finish_requests(ids, FINISHED_ABORTED)."""
+        return self.finish_requests(request_ids, RequestStatus.FINISHED_ABORTED)
+
+    def has_unfinished_requests(self) -> bool:
+        """Requests still waiting or running."""
+        return bool(self.running) or len(self.waiting) > 0
+
+    def has_requests(self) -> bool:
+        """Unfinished requests, or finished ones not yet reported in a plan."""
+        return self.has_unfinished_requests() or bool(self.finished_req_ids)
+
+    def get_request_counts(self) -> tuple[int, int]:
+        """(running, waiting)."""
+        return len(self.running), len(self.waiting)
+
+    def kv_usage(self) -> float:
+        """Fraction of usable KV blocks in use."""
+        return self.kv.usage
+
+    def update_draft_token_ids(self, drafts: Mapping[str, list[int]]) -> None:
+        """Drafts proposed after a step; ignored for prefill chunks (they sampled nothing)."""
+        for rid, tokens in drafts.items():
+            request = self.requests.get(rid)
+            if request is None or request.is_finished:
+                continue
+            if request.is_prefill_chunk:
+                if request.spec_token_ids:
+                    request.spec_token_ids = []
+                continue
+            request.spec_token_ids = list(tokens)
+
+    def _request_blocks_can_be_freed(self, request: Request) -> bool:
+        """Under deferred free, a victim still being written by an in-flight step cannot help now."""
+        return not self.config.defer_block_free or self.kv.can_free_now(request.last_sched_seq)
+
+    def _free_request_blocks(self, request: Request) -> None:
+        """Free now, or park behind the fence of the newest scheduled step."""
+        if self.config.defer_block_free:
+            self.kv.free(request, request.last_sched_seq)
+        else:
+            self.kv.free(request)
+
+    def _free_request(self, request: Request) -> None:
+        """A finished request: report it in the next plan, release blocks, forget it."""
+        rid = request.request_id
+        self.finished_req_ids.append(rid)
+        self._free_request_blocks(request)
+        self.kv.drop_request(request)
+        self.recompute_frontier.pop(rid, None)
+        del self.requests[rid]
+
+    # ---------------------------------------------------------------- simulator capability
+    def fast_forward(self) -> VllmFastForward:
+        """Exact fast-forward of steady decode stretches (SupportsFastForward; schedsim's, not vLLM's)."""
+        return VllmFastForward(self)
+
+    def check_invariants(self) -> None:
+        """KV blocks conserved, queues consistent, placeholders and in-flight counts >= 0."""
+        self.kv.check_invariants()
+        running = set(map(id, self.running))
+        waiting = set(map(id, self.waiting))
+        assert len(running) == len(self.running), "duplicate in running"
+        assert not running & waiting, "request both running and waiting"
+        assert len(running) + len(waiting) == len(self.requests), "queues do not cover the requests"
+        for request in self.requests.values():
+            assert not request.is_finished, f"{request.request_id}: finished but still tracked"
+            assert request.num_output_placeholders >= 0, f"{request.request_id}: placeholders < 0"
+            assert request.num_in_flight_tokens >= 0, f"{request.request_id}: in-flight < 0"
+            assert request.num_stale_output_tokens >= 0, f"{request.request_id}: stale < 0"
+            assert request.safe_frontier >= 0, f"{request.request_id}: safe frontier < 0"
+            if request.status == RequestStatus.RUNNING:
+                assert id(request) in running, f"{request.request_id}: RUNNING but not in running"
+            else:
+                assert request.num_computed_tokens == 0, f"{request.request_id}: waiting with KV"
+                assert not self.kv.get_block_ids(request.request_id), f"{request.request_id}: blocks"

@@ -75,22 +75,22 @@ class Engine:
         self.fast_forward = fast_forward  # yield Jump at the top of each busy iteration
         self.requests: dict[str, Request] = {}  # live requests the executor may need
         self.num_launched = 0
-        self._held: list[Request] = []  # arrivals seen while only aborts were taken
-        self._queue: deque[tuple[Any, StepPlan, int]] = deque()
-        self._idle_empty_plans = 0
+        self.held: list[Request] = []  # arrivals seen while only aborts were taken
+        self.batch_queue: deque[tuple[Any, StepPlan, int]] = deque()
+        self.idle_empty_plans = 0
 
     # ---- the busy loop ----
     def run(self) -> Waits:
         """EngineCore.run_busy_loop: take inputs (blocking only when idle), then one step."""
         step = self._step if self.depth == 1 else self._step_with_batch_queue
         while True:
-            if self._idle_empty_plans >= 2 or (not self.policy.has_requests() and not self._queue):
+            if self.idle_empty_plans >= 2 or (not self.policy.has_requests() and not self.batch_queue):
                 inputs = yield WAIT_ARRIVAL
                 if inputs is None:
                     if self.policy.has_requests():
                         raise PolicyStuckError(self._stuck_message())
                     return
-                self._idle_empty_plans = 0
+                self.idle_empty_plans = 0
             else:
                 if self.fast_forward and (yield JUMP):
                     continue  # the driver ran whole iterations in closed form
@@ -101,29 +101,29 @@ class Engine:
     def _apply_inputs(self, inputs: Inputs, add: bool = True) -> None:
         """Add new requests (or hold them), then apply aborts."""
         if add:
-            for req in self._held + inputs.requests:
+            for req in self.held + inputs.requests:
                 self.requests[req.request_id] = req
                 self.policy.add_request(req)
                 self.observer.on_add(req)
-            self._held.clear()
+            self.held.clear()
         else:
-            self._held.extend(inputs.requests)
+            self.held.extend(inputs.requests)
         if inputs.abort_ids:
             self._abort(inputs.abort_ids)
 
     def _abort(self, request_ids: Iterable[str]) -> None:
         """Abort live requests; ids of finished or unknown requests do nothing."""
         request_ids = list(request_ids)
-        held = {r.request_id for r in self._held}
+        held = {r.request_id for r in self.held}
         ids = [rid for rid in request_ids if rid not in held]
         aborted: list[Request] = []
         if len(ids) < len(request_ids):  # aborted before the policy ever saw them
             gone = set(request_ids)
-            for req in self._held:
+            for req in self.held:
                 if req.request_id in gone:
                     req.status = RequestStatus.FINISHED_ABORTED  # never handed to the policy
                     aborted.append(req)
-            self._held = [r for r in self._held if r.request_id not in gone]
+            self.held = [r for r in self.held if r.request_id not in gone]
         aborted += self.policy.abort_requests(ids)
         for req in aborted:
             self.requests.pop(req.request_id, None)
@@ -140,7 +140,7 @@ class Engine:
         yield CpuPhase("schedule", n_reqs, n_tok, idx)
         self.observer.on_schedule(idx, plan)
         if self.check_invariants:
-            self._check()
+            self.check()
         yield CpuPhase("prepare_inputs", n_reqs, n_tok, idx)
         return plan, idx
 
@@ -156,14 +156,14 @@ class Engine:
                 self.requests.pop(out.request_id, None)
         self.observer.on_update(idx, plan, result, outputs)
         if self.check_invariants:
-            self._check()
+            self.check()
 
     def _note_progress(self, plan: StepPlan) -> None:
         """Count empty plans made with nothing in flight (the loop then waits for input)."""
-        if plan.total_num_scheduled_tokens or self._queue:
-            self._idle_empty_plans = 0
+        if plan.total_num_scheduled_tokens or self.batch_queue:
+            self.idle_empty_plans = 0
         else:
-            self._idle_empty_plans += 1
+            self.idle_empty_plans += 1
 
     # ---- EngineCore.step ----
     def _step(self) -> Waits:
@@ -181,7 +181,7 @@ class Engine:
     # ---- EngineCore.step_with_batch_queue ----
     def _step_with_batch_queue(self) -> Waits:
         """Fill the batch queue first; block on the oldest step only when full or out of work."""
-        queue = self._queue
+        queue = self.batch_queue
         deferred: tuple[Any, StepPlan, int] | None = None
         if self.policy.has_requests():
             plan, idx = yield from self._schedule()
@@ -205,7 +205,7 @@ class Engine:
             yield Sample(deferred[0])
             queue.appendleft(deferred)
 
-    def _check(self) -> None:
+    def check(self) -> None:
         """The policy's own invariants plus counters no policy may drive negative."""
         self.policy.check_invariants()
         for req in self.requests.values():

@@ -20,7 +20,7 @@ def commit_metrics(m: MetricsRecorder, reqs: list[Request], idx0: int, k: int, t
                  n, n_last], [t.s, t.p, t.d0, t.u0, t.d, t.u, t.s_last, t.p_last, t.poll0],
                 [t.start, t.gpu, t.wait, usage])
     _token_times(m, reqs, k, t.update)
-    m.hol._since = t.sched(k - 1)  # nobody waits: the tracker only remembers the last schedule
+    m.hol.since = t.sched(k - 1)  # nobody waits: the tracker only remembers the last schedule
 
 
 def _token_times(m: MetricsRecorder, reqs: list[Request], k: int, update: list[float]) -> None:

@@ -1,7 +1,7 @@
 """Exact fast-forward: many steady decode iterations of the engine loop at once, in closed form.
 
 At the top of an engine-loop iteration the engine yields `Jump`; `fast_forward` then checks that
-the next iterations are provably alike: the policy is in a steady decode state (`ff_running`: every
+the next iterations are provably alike: the policy is in a steady decode state (`steady_running`: every
 running request decodes one token per step, nothing waits, nothing is pending), the executor holds
 no drafts or KV-load faults for them, the head-of-line tracker has nobody waiting. Their length k
 is the minimum of the policy's horizon (max_tokens and max_model_len caps, free KV blocks for the
@@ -20,187 +20,189 @@ from __future__ import annotations
 from typing import Any, Final
 
 from schedsim.engine.loop import Engine
-from schedsim.worlds.executor import SimExecutor, SimStep
 from schedsim.fastforward.commit import commit_metrics
-from schedsim.fastforward.timeline import StretchTimes, retime_last, timeline
-from schedsim.policies import Request, RequestOutput, StepPlan, StepResult
+from schedsim.fastforward.timeline import DecodeCosts, StretchTimes, retime_last, timeline
+from schedsim.policies import FastForwardHooks, Request, RequestOutput, StepPlan, StepResult
+from schedsim.worlds.executor import SimExecutor, SimStep
+from schedsim.worlds.simpy_world import SimWorld
 
 InFlight = tuple[Any, StepPlan, int]  # a batch-queue entry: handle (a SimStep here), plan, index
 MIN_JUMP: Final = 1  # even a one-iteration jump costs less than an ordinary iteration
 MAX_JUMP: Final = 4096  # bounds the arrays of one jump
 
 
-def fast_forward(world: Any) -> int:
-    """Jump over as many steady iterations as provably change nothing; returns how many.
+class FastForward:
+    """The SimPy world's answer to a Jump: steady stretches of one policy, counted."""
 
-    Stretch after stretch: one that ends with finishes usually leaves the rest steady, and the
-    next one is taken here rather than after a round trip through the engine loop (each counts
-    as a jump in the world's diagnostics).
-    """
-    engine: Engine = world.engine
-    policy: Any = engine.policy
-    ff_running = getattr(policy, "ff_running", None)
-    if ff_running is None:
-        return 0
-    total = 0
-    while True:
-        k = _stretch(world, engine, policy, ff_running)
-        if k == 0:
-            return total
-        total += k
-        world.num_jumps += 1
-        world.num_jumped_steps += k
+    def __init__(self, hooks: FastForwardHooks, cpu_model: Any) -> None:
+        self.hooks = hooks
+        self.costs = DecodeCosts(cpu_model)
+        self.num_jumps = 0  # stretches jumped
+        self.num_jumped_steps = 0  # iterations they covered
 
+    def __call__(self, world: SimWorld) -> int:
+        """Jump over as many steady iterations as provably change nothing; returns how many.
 
-def _stretch(world: Any, engine: Engine, policy: Any, ff_running: Any) -> int:
-    """One stretch from the engine's state now (0 where none can start)."""
-    queue = engine._queue
-    if engine._held or len(queue) != engine.depth - 1:
-        return 0
-    due = world.inputs.next_time()
-    if due is not None and due <= world.cpu_now:
-        return 0  # this iteration's poll takes an input
-    reqs: list[Request] | None = ff_running(engine.depth)
-    if reqs is None:
-        return 0
-    prev = queue[0] if queue else None
-    limit = _executor_horizon(world, reqs, prev)
-    if limit >= MIN_JUMP:
-        limit = policy.ff_horizon(reqs, limit)
-    if limit < MIN_JUMP:
-        return 0
-    times = timeline(world, reqs, prev, limit)
-    k = len(times)
-    skipped: list[Request] = policy.ff_skipped_last(reqs, k) if k else []
-    if skipped:  # the last schedule leaves some out (async max_tokens): retime it, or drop it
-        left_out = {id(r) for r in skipped}
-        if not retime_last(world, prev, times, [r for r in reqs if id(r) not in left_out]):
-            k -= 1
-            skipped = []
-    if k < MIN_JUMP:
-        return 0
-    _apply(world, reqs, prev, k, times, skipped)
-    return k
+        Stretch after stretch: one that ends with finishes usually leaves the rest steady, and
+        the next one is taken here rather than after a round trip through the engine loop.
+        """
+        total = 0
+        while True:
+            k = self._stretch(world)
+            if k == 0:
+                return total
+            total += k
+            self.num_jumps += 1
+            self.num_jumped_steps += k
 
-
-def _executor_horizon(world: Any, reqs: list[Request], prev: InFlight | None) -> int:
-    """Iterations before a running request delivers its EOS (0 where the stretch cannot start)."""
-    metrics = world.metrics
-    if metrics is not None and (metrics.hol.count or metrics.hol._pending is not None):
-        return 0
-    executor: SimExecutor = world.executor
-    oracle, nxt, lag = executor.oracle, executor._next, world.engine.depth - 1
-    scheduled: dict[str, int] = {}
-    sampled: dict[str, list[int]] | None = None
-    if prev is not None:
-        handle: SimStep = prev[0]  # (typed: native field reads below)
-        plan, result = prev[1], handle.result
-        scheduled = plan.num_scheduled_tokens
-        if result.failed_kv_load_ids or plan.spec_decode_tokens or result.draft_token_ids:
+    def _stretch(self, world: SimWorld) -> int:
+        """One stretch from the engine's state now (0 where none can start)."""
+        engine: Engine = world.engine
+        hooks = self.hooks
+        queue = engine.batch_queue
+        if engine.held or len(queue) != engine.depth - 1:
             return 0
-        if len(scheduled) != len(reqs):  # others must have finished since
-            live = world.engine.policy.requests
-            if sum(1 for rid in scheduled if rid in live) != len(reqs):
-                return 0
-        sampled = result.sampled_token_ids
-    k = MAX_JUMP
-    info, kv_fail = oracle._info, oracle._kv_fail
-    ends = 1 if getattr(world.engine.policy, "_ff_finishes", False) else 0  # EOS in the last update
-    for r in reqs:
-        rid = r.request_id
-        out = len(r.output_token_ids)
-        if nxt.get(rid) != out + lag or (kv_fail and rid in kv_fail):
+        due = world.inputs.next_time()
+        if due is not None and due <= world.cpu_now:
+            return 0  # this iteration's poll takes an input
+        reqs: list[Request] | None = hooks.steady_running(engine.depth)
+        if reqs is None:
             return 0
-        if sampled is not None:
-            toks = sampled.get(rid)
-            if toks is None or len(toks) != 1 or rid not in scheduled:
-                return 0
-        last = info[rid][1]
-        if r.eos_token_id is not None and not r.ignore_eos and last >= out:
-            horizon = last - out + ends  # delivered positions out .. out + k - 1: EOS at most last
-            if horizon < k:
-                k = horizon
-    return k
-
-
-def _apply(world: Any, reqs: list[Request], prev: InFlight | None, k: int, times: StretchTimes,
-           skipped: list[Request]) -> None:
-    """Move policy, executor, engine, world and metrics k iterations ahead."""
-    engine: Engine = world.engine
-    policy: Any = engine.policy
-    executor: SimExecutor = world.executor
-    oracle = executor.oracle
-    idx0 = engine.num_launched
-    out0 = [len(r.output_token_ids) for r in reqs]
-    delivered: list[list[int]]
-    in_flight: list[int] = []
-    if prev is None:  # sync: positions out .. out + k - 1, all sampled inside the stretch
-        delivered = oracle.token_rows(reqs, out0, k)
-    else:  # async: position `out` is the in-flight step's; the last launch stays in flight
-        fresh = oracle.token_rows(reqs, [o + 1 for o in out0], k)
-        handle: SimStep = prev[0]
-        first = handle.result.sampled_token_ids
-        delivered = []
-        for j in range(len(reqs)):  # (compiled, an indexed loop beats zip)
-            row = fresh[j]
-            in_flight.append(row.pop())
-            row.insert(0, first[reqs[j].request_id][0])
-            delivered.append(row)
-    nxt = executor._next
-    for rid in policy.finished_req_ids:  # the first plan reports them: the worker forgets them
-        oracle.forget(rid)
-        nxt.pop(rid, None)
-    usage = policy.ff_advance(reqs, k, delivered, skipped)
-    for r in reqs:
-        nxt[r.request_id] += k
-    for r in skipped:
-        nxt[r.request_id] -= 1  # not in the last launch
-    engine.num_launched += k
-    engine._idle_empty_plans = 0  # what _note_progress records after a non-empty plan
-    world.cpu_now = times.update[-1]
-    world.gpu_free = times.end(k - 1)
-    if prev is not None:
-        kept, kept_toks = reqs, in_flight
-        if skipped:
+        prev = queue[0] if queue else None
+        limit = self._executor_horizon(world, reqs, prev)
+        if limit >= MIN_JUMP:
+            limit = hooks.horizon(reqs, limit)
+        if limit < MIN_JUMP:
+            return 0
+        times = timeline(world, self.costs, reqs, prev, limit)
+        k = len(times)
+        skipped: list[Request] = hooks.skipped_last(reqs, k) if k else []
+        if skipped:  # the last schedule leaves some out (async max_tokens): retime it, or drop it
             left_out = {id(r) for r in skipped}
-            kept = [r for r in reqs if id(r) not in left_out]
-            kept_toks = [in_flight[j] for j in range(len(reqs)) if id(reqs[j]) not in left_out]
-        engine._queue.clear()
-        engine._queue.appendleft(_in_flight_step(policy, kept, kept_toks, idx0 + k - 1, times))
-    if world.metrics is not None:
-        commit_metrics(world.metrics, reqs, idx0, k, times, usage, prev is not None)
-    if getattr(policy, "_ff_finishes", False):
-        _finish_at_end(world, reqs, idx0 + k - 1 - (prev is not None), times)
-    if world.on_progress is not None:
-        for step in range(idx0 + (-idx0) % 256, idx0 + k, 256):
-            world.on_progress(step)
-    if engine.check_invariants:
-        engine._check()
+            if not retime_last(world, self.costs, prev, times, [r for r in reqs if id(r) not in left_out]):
+                k -= 1
+                skipped = []
+        if k < MIN_JUMP:
+            return 0
+        self._apply(world, reqs, prev, k, times, skipped)
+        return k
 
+    def _executor_horizon(self, world: SimWorld, reqs: list[Request], prev: InFlight | None) -> int:
+        """Iterations before a running request delivers its EOS (0 where the stretch cannot start)."""
+        metrics = world.metrics
+        if metrics is not None and (metrics.hol.count or metrics.hol.pending is not None):
+            return 0
+        executor: SimExecutor = world.executor
+        oracle, nxt, lag = executor.oracle, executor.next_position, world.engine.depth - 1
+        scheduled: dict[str, int] = {}
+        sampled: dict[str, list[int]] | None = None
+        if prev is not None:
+            handle: SimStep = prev[0]  # (typed: native field reads below)
+            plan, result = prev[1], handle.result
+            scheduled = plan.num_scheduled_tokens
+            if result.failed_kv_load_ids or plan.spec_decode_tokens or result.draft_token_ids:
+                return 0
+            if len(scheduled) != len(reqs):  # others must have finished since
+                hooks = self.hooks
+                if sum(1 for rid in scheduled if hooks.has_request(rid)) != len(reqs):
+                    return 0
+            sampled = result.sampled_token_ids
+        k = MAX_JUMP
+        info, kv_fail = oracle.info, oracle.kv_fail
+        ends = 1 if self.hooks.finishes_in_last_update else 0  # EOS in the last update
+        for r in reqs:
+            rid = r.request_id
+            out = len(r.output_token_ids)
+            if nxt.get(rid) != out + lag or (kv_fail and rid in kv_fail):
+                return 0
+            if sampled is not None:
+                toks = sampled.get(rid)
+                if toks is None or len(toks) != 1 or rid not in scheduled:
+                    return 0
+            last = info[rid][1]
+            if r.eos_token_id is not None and not r.ignore_eos and last >= out:
+                horizon = last - out + ends  # delivered positions out .. out + k - 1: EOS at most last
+                if horizon < k:
+                    k = horizon
+        return k
 
-def _finish_at_end(world: Any, reqs: list[Request], step: int, times: StretchTimes) -> None:
-    """Requests the last update stops (EOS, output cap) finish there: policy, engine, metrics."""
-    outputs: list[RequestOutput] = world.engine.policy.ff_finish(reqs)
-    if not outputs:
-        return
-    live = world.engine.requests
-    for out in outputs:
-        live.pop(out.request_id, None)
-    if world.metrics is not None:
-        world.metrics.on_jump_finishes(step, outputs, times.update[-1])
+    def _apply(self, world: SimWorld, reqs: list[Request], prev: InFlight | None, k: int,
+               times: StretchTimes, skipped: list[Request]) -> None:
+        """Move policy, executor, engine, world and metrics k iterations ahead."""
+        engine: Engine = world.engine
+        hooks = self.hooks
+        executor: SimExecutor = world.executor
+        oracle = executor.oracle
+        idx0 = engine.num_launched
+        out0 = [len(r.output_token_ids) for r in reqs]
+        delivered: list[list[int]]
+        in_flight: list[int] = []
+        if prev is None:  # sync: positions out .. out + k - 1, all sampled inside the stretch
+            delivered = oracle.token_rows(reqs, out0, k)
+        else:  # async: position `out` is the in-flight step's; the last launch stays in flight
+            fresh = oracle.token_rows(reqs, [o + 1 for o in out0], k)
+            handle: SimStep = prev[0]
+            first = handle.result.sampled_token_ids
+            delivered = []
+            for j in range(len(reqs)):  # (compiled, an indexed loop beats zip)
+                row = fresh[j]
+                in_flight.append(row.pop())
+                row.insert(0, first[reqs[j].request_id][0])
+                delivered.append(row)
+        nxt = executor.next_position
+        for rid in hooks.reported_finished_ids():  # the first plan reports them: the worker forgets them
+            oracle.forget(rid)
+            nxt.pop(rid, None)
+        usage = hooks.advance(reqs, k, delivered, skipped)
+        for r in reqs:
+            nxt[r.request_id] += k
+        for r in skipped:
+            nxt[r.request_id] -= 1  # not in the last launch
+        engine.num_launched += k
+        engine.idle_empty_plans = 0  # what the loop records after a non-empty plan
+        world.cpu_now = times.update[-1]
+        world.gpu_free = times.end(k - 1)
+        if prev is not None:
+            kept, kept_toks = reqs, in_flight
+            if skipped:
+                left_out = {id(r) for r in skipped}
+                kept = [r for r in reqs if id(r) not in left_out]
+                kept_toks = [in_flight[j] for j in range(len(reqs)) if id(reqs[j]) not in left_out]
+            engine.batch_queue.clear()
+            engine.batch_queue.appendleft(self._in_flight_step(kept, kept_toks, idx0 + k - 1, times))
+        if world.metrics is not None:
+            commit_metrics(world.metrics, reqs, idx0, k, times, usage, prev is not None)
+        if hooks.finishes_in_last_update:
+            self._finish_at_end(world, reqs, idx0 + k - 1 - (prev is not None), times)
+        if world.on_progress is not None:
+            for step in range(idx0 + (-idx0) % 256, idx0 + k, 256):
+                world.on_progress(step)
+        if engine.check_invariants:
+            engine.check()
 
+    def _finish_at_end(self, world: SimWorld, reqs: list[Request], step: int,
+                       times: StretchTimes) -> None:
+        """Requests the last update stops (EOS, output cap) finish there: policy, engine, metrics."""
+        outputs: list[RequestOutput] = self.hooks.finish(reqs)
+        if not outputs:
+            return
+        live = world.engine.requests
+        for out in outputs:
+            live.pop(out.request_id, None)
+        if world.metrics is not None:
+            world.metrics.on_jump_finishes(step, outputs, times.update[-1])
 
-def _in_flight_step(policy: Any, kept: list[Request], toks: list[int], idx: int,
-                    times: StretchTimes) -> InFlight:
-    """The batch queue's entry for the stretch's last launch (async), as a real launch builds it:
-    the requests it scheduled and the token each samples."""
-    plan: StepPlan = policy.ff_plan(kept)
-    sampled: dict[str, list[int]] = {}
-    for j in range(len(kept)):
-        sampled[kept[j].request_id] = [toks[j]]
-    result = StepResult(step_id=plan.step_id, sampled_token_ids=sampled)
-    n = len(kept)
-    last = len(times) - 1
-    h = SimStep(idx, plan, result, times.gpu[last], num_decode_reqs=n, num_decode_tokens=n)
-    h.ready, h.start, h.end = times.ready(last), times.start[last], times.end(last)
-    return h, plan, idx
+    def _in_flight_step(self, kept: list[Request], toks: list[int], idx: int,
+                        times: StretchTimes) -> InFlight:
+        """The batch queue's entry for the stretch's last launch (async), as a real launch builds
+        it: the requests it scheduled and the token each samples."""
+        plan: StepPlan = self.hooks.in_flight_plan(kept)
+        sampled: dict[str, list[int]] = {}
+        for j in range(len(kept)):
+            sampled[kept[j].request_id] = [toks[j]]
+        result = StepResult(step_id=plan.step_id, sampled_token_ids=sampled)
+        n = len(kept)
+        last = len(times) - 1
+        h = SimStep(idx, plan, result, times.gpu[last], num_decode_reqs=n, num_decode_tokens=n)
+        h.ready, h.start, h.end = times.ready(last), times.start[last], times.end(last)
+        return h, plan, idx

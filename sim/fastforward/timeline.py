@@ -14,6 +14,7 @@ from typing import Any
 from schedsim.latency.base import StepShape
 from schedsim.latency.roofline import RooflineModel
 from schedsim.policies import Request
+from schedsim.worlds.simpy_world import SimWorld
 
 
 class StretchTimes:
@@ -74,7 +75,7 @@ class StretchTimes:
 class _Bounds:
     """What ends a stretch: the next input, the next abort the mid-iteration poll takes, `until`."""
 
-    def __init__(self, world: Any, sync: bool) -> None:
+    def __init__(self, world: SimWorld, sync: bool) -> None:
         nxt_input = world.inputs.next_time()
         self.input: float = math.inf if nxt_input is None else nxt_input
         nxt_abort = world.inputs.next_abort_poll_time()  # the mid-iteration poll takes only aborts
@@ -107,24 +108,31 @@ def _iteration(b: _Bounds, t: StretchTimes, c: float, gpu_free: float, prev_end:
     return True
 
 
-def decode_costs(world: Any, n: int) -> tuple[float, float, float, float]:
+class DecodeCosts:
     """(schedule, prepare_inputs, d2h_copy, update_from_output) seconds of a step of n plain
-    decodes: a function of n alone, kept per world (the CPU model is reached through an
-    untyped world, so each of a jump's six phases was a generic call)."""
-    cache: dict[int, tuple[float, float, float, float]] = world.ff_decode_costs
-    costs = cache.get(n)
-    if costs is None:
-        phase = world.cpu_model.phase_time
-        costs = (float(phase("schedule", n, n)), float(phase("prepare_inputs", n, n)),
-                 float(phase("d2h_copy", n, n)), float(phase("update_from_output", n, n)))
-        cache[n] = costs
-    return costs
+    decodes: a function of n alone, asked of the CPU model once per n (each ask is a generic
+    call, six a jump)."""
+
+    def __init__(self, cpu_model: Any) -> None:
+        self.cpu_model = cpu_model
+        self.cache: dict[int, tuple[float, float, float, float]] = {}
+
+    def of(self, n: int) -> tuple[float, float, float, float]:
+        """The four phase costs of a step of n decodes."""
+        costs = self.cache.get(n)
+        if costs is None:
+            phase = self.cpu_model.phase_time
+            costs = (float(phase("schedule", n, n)), float(phase("prepare_inputs", n, n)),
+                     float(phase("d2h_copy", n, n)), float(phase("update_from_output", n, n)))
+            self.cache[n] = costs
+        return costs
 
 
-def timeline(world: Any, reqs: list[Request], prev: Any, limit: int) -> StretchTimes:
+def timeline(world: SimWorld, costs: DecodeCosts, reqs: list[Request], prev: Any,
+             limit: int) -> StretchTimes:
     """The times of up to `limit` iterations, stopping before one that would see an input."""
     n = len(reqs)
-    s, p, d, u = decode_costs(world, n)
+    s, p, d, u = costs.of(n)
     d0, u0 = d, u
     if prev is not None:
         m, tok = len(prev[1].num_scheduled_tokens), prev[1].total_num_scheduled_tokens
@@ -146,12 +154,13 @@ def timeline(world: Any, reqs: list[Request], prev: Any, limit: int) -> StretchT
     return t
 
 
-def retime_last(world: Any, prev: Any, t: StretchTimes, kept: list[Request]) -> bool:
+def retime_last(world: SimWorld, costs: DecodeCosts, prev: Any, t: StretchTimes,
+                kept: list[Request]) -> bool:
     """Redo the last iteration with only `kept` scheduled; False (and it is dropped) where nobody
     is kept or the shorter schedule changes what ends the stretch."""
     i = len(t) - 1
     n = len(kept)
-    s, p, _, _ = decode_costs(world, n)
+    s, p, _, _ = costs.of(n)
     if i == 0:
         c: float = world.cpu_now
         gpu_free: float = world.gpu_free

@@ -35,8 +35,8 @@ class HeadOfLineTracker:
         self.seats, self.budget, self.chunked = max_num_seqs, max_num_batched_tokens, chunked
         self.block_size, self.usable, self.priority = block_size, usable_blocks, priority
         self.preempted: dict[str, None] = {}
-        self._pending: np.ndarray | None = None
-        self._since = 0.0
+        self.pending: np.ndarray | None = None
+        self.since = 0.0
 
     def added(self, idx: int) -> None:
         """A request reached the engine."""
@@ -58,9 +58,9 @@ class HeadOfLineTracker:
 
     def step(self, now: float, plan: StepPlan, running: int, kv_usage: float) -> None:
         """Charge the interval since the previous schedule, then judge who is blocked now."""
-        if self._pending is not None:
-            self.hol[self._pending] += now - self._since
-        self._since, self._pending = now, None
+        if self.pending is not None:
+            self.hol[self.pending] += now - self.since
+        self.since, self.pending = now, None
         for rid in plan.resumed_req_ids:
             self.preempted.pop(rid, None)
         for rid in plan.preempted_req_ids:
@@ -80,7 +80,7 @@ class HeadOfLineTracker:
             fits[self._head(wait, lo)] = False
         hit = np.flatnonzero(fits)
         if len(hit):
-            self._pending = hit + lo
+            self.pending = hit + lo
 
     def _head(self, wait: np.ndarray, lo: int) -> int:
         """Window offset of the first request in queue order."""

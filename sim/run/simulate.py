@@ -12,11 +12,11 @@ from tqdm import tqdm
 
 from schedsim import accel
 from schedsim.engine.loop import Engine
-from schedsim.fastforward.stretch import fast_forward
+from schedsim.fastforward.stretch import FastForward
 from schedsim.metrics.recorder import MetricsRecorder
 from schedsim.metrics.summary import Slo, summarize
 from schedsim.metrics.tables import itl_table, requests_table, steps_table, timeline_table
-from schedsim.policies import HasRunCounters, Policy, Request, make_policy
+from schedsim.policies import HasRunCounters, Policy, Request, SupportsFastForward, make_policy
 from schedsim.run.config import RunConfig
 from schedsim.run.memory import pin_mmap_threshold, release_unused
 from schedsim.run.resolve import resolve_run
@@ -61,6 +61,7 @@ class SimRun:
     world: SimWorld
     metrics: MetricsRecorder
     depth: int
+    fast_forward: FastForward | None  # the world's jump hook (None: step by step)
 
 
 def engine_depth(cfg: RunConfig, policy: Policy) -> int:
@@ -85,17 +86,19 @@ def build_sim_run(cfg: RunConfig, policy_options: dict[str, Any], latency_model:
     oracle = WorkloadOracle(cfg.seed, acceptance_rate=cfg.spec_acceptance_rate,
                             kv_load_failures=prep.kv_load_failures)
     depth = engine_depth(cfg, policy)
+    jump = None
+    if cfg.fast_forward and isinstance(policy, SupportsFastForward):
+        jump = FastForward(policy.fast_forward(), cpu_model)
     engine = Engine(policy, batch_queue_depth=depth, check_invariants=check_invariants,
-                    fast_forward=cfg.fast_forward)
+                    fast_forward=jump is not None)
     rows = prep.arrival_rows()
     executor = SimExecutor(oracle, latency_model, propose_drafts=depth == 1)
     inputs = InputStream(prep.columns.arrival[rows], prep.aborts, make=prep.request)
-    world = SimWorld(engine, executor, cpu_model, inputs, until=cfg.max_sim_time,
-                     jump=fast_forward if cfg.fast_forward else None)
+    world = SimWorld(engine, executor, cpu_model, inputs, until=cfg.max_sim_time, jump=jump)
     metrics = MetricsRecorder(policy, prep.columns, world.clock, record_itl=cfg.record_itl)
     inputs.make = _arrival_factory(prep, rows, oracle, metrics, requests)
     engine.observer = world.metrics = metrics
-    return SimRun(policy, engine, world, metrics, depth)
+    return SimRun(policy, engine, world, metrics, depth, jump)
 
 
 def _arrival_factory(prep: PreparedWorkload, rows: Any, oracle: WorkloadOracle,
@@ -125,7 +128,7 @@ def _bar_updater(bar: Any, metrics: MetricsRecorder) -> Callable[[int], None]:
 def build_result(cfg: RunConfig, described: dict[str, Any], prep: PreparedWorkload, run: Any,
                  wall: float) -> RunResult:
     """The RunResult of a finished run (`run`: a SimRun, or any object with the same policy,
-    metrics, depth and, for simulated runs, world): tables, summary, resolved config."""
+    metrics and depth): tables, summary, resolved config."""
     m: MetricsRecorder = run.metrics
     requests = requests_table(m, prep.targets, prep.rejected)
     steps, timeline = steps_table(m), timeline_table(m)
@@ -136,10 +139,10 @@ def build_result(cfg: RunConfig, described: dict[str, Any], prep: PreparedWorklo
     summary["num_prefix_skips"] = 0
     if isinstance(run.policy, HasRunCounters):
         summary.update(run.policy.run_counters())
-    world = getattr(run, "world", None)
-    if isinstance(world, SimWorld):
-        summary["fast_forward_jumps"] = world.num_jumps
-        summary["fast_forward_steps"] = world.num_jumped_steps
+    if isinstance(run, SimRun):
+        ff = run.fast_forward
+        summary["fast_forward_jumps"] = ff.num_jumps if ff is not None else 0
+        summary["fast_forward_steps"] = ff.num_jumped_steps if ff is not None else 0
     described["engine_resolved"] = summary["engine"]
     core = accel.status()  # which build ran (speed only: both give the same tables)
     described["compiled_core"] = {"active": core.active, "reason": core.reason}

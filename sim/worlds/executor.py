@@ -60,7 +60,7 @@ class SimExecutor:
         self.oracle = oracle
         self.latency_model = latency_model
         self.propose_drafts = propose_drafts
-        self._next: dict[str, int] = {}  # request id -> next output position on the "worker"
+        self.next_position: dict[str, int] = {}  # request id -> next output position on the "worker"
 
     def launch(self, plan: StepPlan, requests: Mapping[str, Request], step: int = -1,
                defer_sampling: bool = False) -> SimStep:
@@ -82,7 +82,7 @@ class SimExecutor:
         """Forget worker state of finished requests and of those whose KV is rebuilt."""
         for rid in plan.finished_req_ids:
             self.oracle.forget(rid)
-        nxt = self._next
+        nxt = self.next_position
         for ids in (plan.finished_req_ids, plan.preempted_req_ids, plan.paused_req_ids,
                     plan.new_req_ids, plan.resumed_req_ids):
             for rid in ids:
@@ -94,9 +94,9 @@ class SimExecutor:
         oracle, spec, ctxs = self.oracle, plan.spec_decode_tokens, plan.context_lens
         sampled, drafts = result.sampled_token_ids, result.draft_token_ids
         prefills, decodes = shape.prefills, shape.decodes
-        check_kv = bool(oracle._kv_fail)
+        check_kv = bool(oracle.kv_fail)
         self._reset_positions(plan)
-        nxt, token, info, span = self._next, oracle.token, oracle._info, oracle._span
+        nxt, token, info, span = self.next_position, oracle.token, oracle.info, oracle.span
         propose = self.propose_drafts
         pre_tok = dec_tok = spec_tok = 0
         for rid, n in plan.num_scheduled_tokens.items():

@@ -88,9 +88,9 @@ class WorkloadOracle:
         self.acceptance_rate = acceptance_rate
         self.targets: dict[str, int] = {}
         self._keys: dict[str, int] = {}
-        self._info: dict[str, tuple[int, int]] = {}  # request id -> (signed key, EOS position)
-        self._span = vocab_size - 3
-        self._kv_fail: set[str] = set(kv_load_failures)
+        self.info: dict[str, tuple[int, int]] = {}  # request id -> (signed key, EOS position)
+        self.span = vocab_size - 3
+        self.kv_fail: set[str] = set(kv_load_failures)
         # one int object per token id: rows reference them instead of boxing a new int per token
         self._ids: list[Any] = list(range(vocab_size))
 
@@ -101,24 +101,24 @@ class WorkloadOracle:
         self.targets[request_id] = target_output_tokens
         key = request_key(self.seed, request_id)
         self._keys[request_id] = key
-        self._info[request_id] = (to_i64(key), target_output_tokens - 1)
+        self.info[request_id] = (to_i64(key), target_output_tokens - 1)
 
     def forget(self, request_id: str) -> None:
         """Drop a finished request's entries (keeps memory flat over long traces)."""
-        self._info.pop(request_id, None)
+        self.info.pop(request_id, None)
         self._keys.pop(request_id, None)
         self.targets.pop(request_id, None)
 
     def token(self, req: Request, index: int) -> int:
         """The token at 0-based output position `index` of a request."""
-        key, last = self._info[req.request_id]
+        key, last = self.info[req.request_id]
         eos = req.eos_token_id
         if index == last and eos is not None and not req.ignore_eos:
             return eos
-        tok: int = synthetic_token(key, index, self._span)
+        tok: int = synthetic_token(key, index, self.span)
         if tok == eos or (req.stop_token_ids and tok in req.stop_token_ids):
             while tok == eos or tok in req.stop_token_ids:
-                tok = 3 + (tok - 2) % self._span
+                tok = 3 + (tok - 2) % self.span
         return tok
 
     def tokens(self, req: Request, first: int, count: int) -> list[int]:
@@ -127,7 +127,7 @@ class WorkloadOracle:
 
     def token_rows(self, reqs: list[Request], firsts: list[int], count: int) -> list[list[int]]:
         """`tokens` of many requests at once (a uint64 grid, which wraps as MASK64 does, when large)."""
-        info, span = self._info, self._span
+        info, span = self.info, self.span
         rows: list[list[int]]
         if len(reqs) * count < GRID_MIN:  # numpy's fixed cost would dominate
             rows = []
@@ -189,7 +189,7 @@ class WorkloadOracle:
 
     def kv_load_fails(self, request_id: str) -> bool:
         """True once for a request the fault plan says fails its KV load."""
-        if request_id in self._kv_fail:
-            self._kv_fail.discard(request_id)
+        if request_id in self.kv_fail:
+            self.kv_fail.discard(request_id)
             return True
         return False

@@ -48,9 +48,6 @@ class SimWorld:
         self.on_progress = on_progress
         self.cpu_now = self.env.now
         self.gpu_free = -math.inf  # when the GPU finishes the last launched step
-        self.num_jumps = self.num_jumped_steps = 0
-        # fast-forward: each decode batch size's CPU phase costs (fastforward_timeline)
-        self.ff_decode_costs: dict[int, tuple[float, float, float, float]] = {}
         self.finished = False
         # answers a Jump: steps fast-forwarded in closed form (schedsim.fastforward), or none
         self.jump = jump

@@ -72,7 +72,7 @@ def _run(seed: int, name: str) -> tuple[list, dict]:
         outs = []
         if len(queue) >= policy.max_concurrent_batches:
             outs = policy.update_from_output(*queue.pop(0))
-            if cfg["num_spec_tokens"] and not policy.is_async:
+            if cfg["num_spec_tokens"] and policy.max_concurrent_batches == 1:
                 policy.update_draft_token_ids({r.request_id: [7] * cfg["num_spec_tokens"]
                                                for r in policy.running})
         policy.check_invariants()

@@ -136,7 +136,7 @@ def _trtllm_state(policy) -> tuple | None:
         return None
     fields = [f.name for f in dataclasses.fields(LlmRequest) if f.name != "request"]
     reqs = [(r.request_id, *(getattr(r, f) for f in fields)) for r in policy.active]
-    return (reqs, dict(policy.inflight), list(policy._finished_ids), policy._step,
+    return (reqs, dict(policy.inflight), list(policy.finished_req_ids), policy.iter_counter,
             dataclasses.astuple(policy.stats))
 
 

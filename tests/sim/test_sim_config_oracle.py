@@ -135,7 +135,7 @@ def test_token_rows_equal_token_for_mixed_requests(count: int) -> None:
             Request("d", 0.0, 4, 80, eos_token_id=None, stop_token_ids=(6, 7))]
     for r, target in zip(reqs, (2, 9, 30, 41), strict=True):
         o.add(r.request_id, target)
-    o._info["a"] = (to_i64((1 << 64) - 2), 1)  # a key at the top of the range: the grid must wrap
+    o.info["a"] = (to_i64((1 << 64) - 2), 1)  # a key at the top of the range: the grid must wrap
     firsts = [0, 7, 25, 38]
     rows = o.token_rows(reqs, firsts, count)
     for r, first, row in zip(reqs, firsts, rows, strict=True):
