@@ -7,11 +7,13 @@ from .arrivals import ArrivalSpec, arrival_times
 from .errors import SkippedRows, TraceError, TraceWarning
 from .formats_csv import load_azure, load_burstgpt, load_csv
 from .formats_jsonl import load_jsonl, load_mooncake
-from .generate import ClassSpec, WorkloadSpec, generate_workload, spec_from_dict
+from .generate import generate_workload
 from .lengths import LengthSpec
 from .native import write_workload
 from .prefix import block_hashes_at, prefix_sharing
-from .registry import DEFAULT_TRACE, SHIPPED, load_workload, shipped_path, sniff_format
+from .registry import load_workload
+from .sources import DEFAULT_TRACE, SHIPPED, shipped_path, sniff_format
+from .spec import ClassSpec, WorkloadSpec, spec_from_dict
 from .schema import (
     ATTR_PREFIX_BLOCK_SIZE,
     ATTR_SOURCE,

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ._io import RowPolicy
+from .reading import RowPolicy
 from .errors import TraceError
 from .schema import ATTR_FILTERED, ATTR_SKIPPED, ATTR_SOURCE, REQUIRED_COLUMNS
 

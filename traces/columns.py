@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from ._io import RowPolicy, has_bad_utf8
+from .reading import RowPolicy, has_bad_utf8
 from .errors import MAX_REPORTED_LINES, TraceError
 
 MAX_TOKENS = 2**31 - 1  # anything larger is a corrupted field, not a prompt

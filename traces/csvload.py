@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ._fastcsv import FastPathUnavailable, iter_csv_chunks_fast
-from ._io import iter_csv_chunks, read_csv_header
+from .fastcsv import FastPathUnavailable, iter_csv_chunks_fast
+from .reading import iter_csv_chunks, read_csv_header
 from .collect import Collector, LoadOptions
 from .columns import ChunkCheck, to_number, to_seconds, to_text, to_tokens
 from .errors import TraceError

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from .reading import read_csv_header
 from .collect import LoadOptions
 from .csvload import HASHES_COLUMN, ColumnMap, load_csv_table
 from .schema import OPTIONAL_COLUMNS
@@ -40,8 +41,6 @@ def load_burstgpt(path: str | Path, *, model: str | list[str] | None = None,
         filters["Model"] = {model} if isinstance(model, str) else set(model)
     if log_type is not None:
         filters["Log Type"] = {log_type} if isinstance(log_type, str) else set(log_type)
-    from ._io import read_csv_header
-
     header, _ = read_csv_header(Path(path))
     v1 = "Session ID" not in header and "Elapsed time" not in header  # first release's layout
     columns = tuple(c for c in BURSTGPT_COLUMNS if not v1 or c not in BURSTGPT_V2_ONLY)
@@ -61,8 +60,6 @@ def load_csv(path: str | Path, mapping: dict[str, str] | None = None, *, time_un
              block_size: int | None = None, skip_bad: bool = False, sort: bool = False,
              head: int | None = None, window: tuple[float, float] | None = None) -> pd.DataFrame:
     """Any CSV, given `mapping` {workload column: file column}; identity for the native format."""
-    from ._io import read_csv_header
-
     header, _ = read_csv_header(Path(path))
     cmap, size = _column_map(header, mapping or {}, time_unit)
     df = load_csv_table(path, cmap, LoadOptions(skip_bad, sort, head, window),

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ._io import RowPolicy, iter_jsonl
+from .reading import RowPolicy, iter_jsonl
 from .collect import Collector, LoadOptions
 from .columns import MISSING, ChunkCheck, to_number, to_seconds, to_tokens
 from .errors import TraceError

@@ -10,7 +10,8 @@ from typing import Any
 import pandas as pd
 
 from .errors import TraceError
-from .generate import generate_workload, spec_from_dict
+from .generate import generate_workload
+from .spec import spec_from_dict
 
 PREFIX = "gen:"
 _ARRIVAL = {"process": str, "rate": float, "cv": float}

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from .errors import TraceError
+from .sources import load_file
 
 _DISTS = ("fixed", "uniform", "lognormal", "empirical")
 
@@ -64,9 +65,7 @@ class LengthSpec:
         """The resampling pool, loaded once from the named trace."""
         if self.values:
             return np.asarray(self.values, dtype=np.int64)
-        from .registry import load_workload
-
-        pool = load_workload(self.trace)[self.column].to_numpy()  # type: ignore[arg-type]
+        pool = load_file(self.trace)[self.column].to_numpy()  # type: ignore[arg-type]
         self.values = pool.tolist()
         return pool
 

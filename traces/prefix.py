@@ -21,7 +21,7 @@ from .schema import ATTR_PREFIX_BLOCK_SIZE, ATTR_SOURCE
 
 _M = (1 << 64) - 1
 _GOLD = 0x9E3779B97F4A7C15
-_SEED = 0x5CED5CED
+HASH_SEED = 0x5CED5CED
 
 
 def mix(a: int, b: int) -> int:
@@ -44,7 +44,7 @@ def mix_array(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def chain(hashes: tuple[int, ...]) -> np.ndarray:
     """c_j names the prefix through block j: equal iff all entries 0..j are equal."""
     out = np.empty(len(hashes), dtype=np.int64)
-    c = _SEED
+    c = HASH_SEED
     for j, h in enumerate(hashes):
         c = mix(c, h & _M)
         out[j] = c

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .prefix import _SEED, mix, mix_array
-
-if TYPE_CHECKING:
-    from .generate import ClassSpec, WorkloadSpec
+from .prefix import HASH_SEED, mix, mix_array
+from .spec import ClassSpec, WorkloadSpec
 
 _SYS, _USER, _REPLY, _BODY = 1, 2, 3, 4
 
@@ -37,7 +33,7 @@ class PromptHasher:
 
     def new_prompt(self) -> None:
         """Start a fresh token sequence (a new session or a single request)."""
-        self.chain, self.pos, self.begin = _SEED, 0, self.count
+        self.chain, self.pos, self.begin = HASH_SEED, 0, self.count
 
     def extend(self, key: int, length: int) -> None:
         """Append one segment of `length` tokens with content `key`."""

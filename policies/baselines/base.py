@@ -1,9 +1,13 @@
-"""Bookkeeping shared by the baselines and SGLang's overlap policy: queues, stop checks, KV frees.
+"""BasePolicy: the Policy protocol's bookkeeping, for the baselines, SGLang and your own policy.
 
-Each policy only decides *what* to run (`schedule`); this base owns the request table, the
-waiting/running queues, the optimistic `num_computed_tokens` advance at schedule time (vLLM's
-`_update_after_schedule`, with output placeholders when more than one batch is in flight), the
-stop checks applied to sampled tokens, and the KV frees on finish or abort.
+A subclass decides only *what* runs each step, in `schedule_into(plan)`, with a small toolkit:
+`prefix_hit(req)` (cached blocks a fresh request would adopt), `allocate(req, n, ...)` (KV for n
+more tokens), `allocate_or_preempt(plan, req, n)` (preempting the newest running request until
+it fits), `preempt(req)` and `add_to_plan(plan, req, n)`. The base owns the request table, the
+waiting deque and running list, the optimistic `num_computed_tokens` advance at schedule time
+(vLLM's `_update_after_schedule`, with output placeholders when more than one batch is in
+flight), the stop checks applied to sampled tokens, and the KV frees on finish or abort
+(docs/writing-a-policy.md walks through a policy built on it).
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from ..request import Request, RequestStatus
 
 
 class BasePolicy:
-    """The Policy protocol's plumbing; subclasses implement `_schedule_into(plan)`."""
+    """The Policy protocol's plumbing; subclasses implement `schedule_into(plan)`."""
 
     max_concurrent_batches: int = 1
     clip_max_new_to_pool: bool = False
@@ -108,10 +112,10 @@ class BasePolicy:
     # ---- scheduling ----
     def schedule(self) -> StepPlan:
         """Plan one step, then advance the scheduled requests optimistically."""
-        plan = self._new_plan()
+        plan = self.new_plan()
         plan.step_id = self.step_id
         self.step_id += 1
-        self._schedule_into(plan)
+        self.schedule_into(plan)
         plan.total_num_scheduled_tokens = sum(plan.num_scheduled_tokens.values())
         for rid in plan.num_scheduled_tokens:
             plan.block_ids[rid] = self.kv.get_block_ids(rid)
@@ -122,15 +126,15 @@ class BasePolicy:
         self._after_schedule(plan)
         return plan
 
-    def _new_plan(self) -> StepPlan:
+    def new_plan(self) -> StepPlan:
         """The plan class this policy emits."""
         return StepPlan()
 
-    def _schedule_into(self, plan: StepPlan) -> None:
+    def schedule_into(self, plan: StepPlan) -> None:
         """Fill num_scheduled_tokens / context_lens / new ids (subclasses)."""
         raise NotImplementedError
 
-    def _add_to_plan(self, plan: StepPlan, req: Request, num_tokens: int) -> None:
+    def add_to_plan(self, plan: StepPlan, req: Request, num_tokens: int) -> None:
         """Record one scheduled request (its context is what was computed before this step)."""
         plan.num_scheduled_tokens[req.request_id] = num_tokens
         plan.context_lens[req.request_id] = req.num_computed_tokens
@@ -146,7 +150,7 @@ class BasePolicy:
             if asynchronous and not req.is_prefill_chunk:
                 req.num_output_placeholders += 1
 
-    def _allocate(self, req: Request, num_new_tokens: int, hit_blocks: list[int] | None = None,
+    def allocate(self, req: Request, num_new_tokens: int, hit_blocks: list[int] | None = None,
                   hit: int = 0, lookahead: int = 0) -> bool:
         """Allocate KV for `num_new_tokens` more tokens, adopting prefix-hit blocks first."""
         got = self.kv.allocate_slots(req, num_new_tokens, hit, hit_blocks or None,
@@ -156,13 +160,13 @@ class BasePolicy:
         req.num_computed_tokens += hit
         return True
 
-    def _prefix_hit(self, req: Request) -> tuple[list[int], int]:
+    def prefix_hit(self, req: Request) -> tuple[list[int], int]:
         """Cached full blocks a fresh request would adopt (none once it holds blocks)."""
         if req.num_computed_tokens or self.kv.get_block_ids(req.request_id):
             return [], 0
         return self.kv.get_computed_blocks(req)
 
-    def _preempt(self, req: Request) -> None:
+    def preempt(self, req: Request) -> None:
         """Recompute-preemption: free KV, rewind, mark in-flight output stale (caller requeues)."""
         self._on_leave(req)
         req.status = RequestStatus.PREEMPTED
@@ -174,16 +178,16 @@ class BasePolicy:
         req.num_preemptions += 1
         self.preempted_req_ids.append(req.request_id)
 
-    def _allocate_or_preempt(self, plan: StepPlan, req: Request, num_new: int) -> tuple[bool, int]:
+    def allocate_or_preempt(self, plan: StepPlan, req: Request, num_new: int) -> tuple[bool, int]:
         """Allocate, preempting the newest running request until it fits.
 
         Returns (whether `req` got its slots, budget handed back by victims already in the plan).
         """
         returned = 0
-        while not self._allocate(req, num_new):
+        while not self.allocate(req, num_new):
             victim = self.running.pop()
             returned += self._unschedule(plan, victim)
-            self._preempt(victim)
+            self.preempt(victim)
             self.waiting.appendleft(victim)  # vLLM: preempted requests go back to the front
             if victim is req:
                 return False, returned

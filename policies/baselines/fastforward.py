@@ -44,7 +44,7 @@ class BaselineFastForward(FastForwardBase):
 
     def _sched_kv(self, r: Request, total: int, known: int, out0: int, i: int,
                   toks: list[int]) -> bool:
-        """BasePolicy._allocate(r, 1): allocate_slots for one token (no-op between candidates)."""
+        """BasePolicy.allocate(r, 1): allocate_slots for one token (no-op between candidates)."""
         kv = self.kv
         before = (len(kv.req_to_blocks[r.request_id]), kv.num_cached_block.get(r.request_id, 0))
         self._set_outputs(r, out0, i, toks)

@@ -39,10 +39,10 @@ class OrcaConfig(SchedulerConfig):
 
 def reserve_whole(policy: BasePolicy, req: Request, to_completion: bool = True) -> int | None:
     """KV for the whole prompt (plus every output fed back, if `to_completion`); tokens, or None."""
-    hit_blocks, hit = policy._prefix_hit(req)
+    hit_blocks, hit = policy.prefix_hit(req)
     num_new = req.num_tokens - hit
     lookahead = max(policy.max_new_tokens(req) - req.num_output_tokens - 1, 0) if to_completion else 0
-    if not policy._allocate(req, num_new, hit_blocks, hit, lookahead=lookahead):
+    if not policy.allocate(req, num_new, hit_blocks, hit, lookahead=lookahead):
         return None
     return num_new
 
@@ -54,7 +54,7 @@ def admit(policy: BasePolicy, plan: StepPlan, req: Request, num_new: int) -> Non
     req.status = RequestStatus.RUNNING
     policy.running.append(req)
     (plan.resumed_req_ids if resumed else plan.new_req_ids).append(req.request_id)
-    policy._add_to_plan(plan, req, num_new)
+    policy.add_to_plan(plan, req, num_new)
 
 
 @register_policy("orca", "Orca iteration-level batching: whole prompts, KV reserved to completion",
@@ -73,7 +73,7 @@ class OrcaPolicy(BasePolicy):
         """Exact fast-forward of steady decode stretches (SupportsFastForward)."""
         return BaselineFastForward(self)
 
-    def _schedule_into(self, plan: StepPlan) -> None:
+    def schedule_into(self, plan: StepPlan) -> None:
         """Decode every running request, then admit whole prompts while budget and KV allow."""
         budget = self.config.max_num_batched_tokens
         for req in list(self.running):
@@ -82,17 +82,17 @@ class OrcaPolicy(BasePolicy):
             if req.num_tokens <= req.num_computed_tokens:
                 continue  # its last token is still in flight (driven with a batch queue)
             # Reserved to completion: never fails. Without reservation: preempt the newest.
-            ok, returned = self._allocate_or_preempt(plan, req, 1)
+            ok, returned = self.allocate_or_preempt(plan, req, 1)
             budget += returned
             if not ok:
                 break
-            self._add_to_plan(plan, req, 1)
+            self.add_to_plan(plan, req, 1)
             budget -= 1
         if self.preempted_req_ids:
             return  # vLLM: no admission in a step that preempted
         while self.waiting and len(self.running) < self.config.max_num_seqs:
             req = self.waiting[0]
-            hit_blocks, hit = self._prefix_hit(req)
+            hit_blocks, hit = self.prefix_hit(req)
             if req.num_tokens - hit > budget:
                 break
             num_new = reserve_whole(self, req, self.reserve)

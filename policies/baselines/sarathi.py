@@ -51,7 +51,7 @@ class SarathiPolicy(BasePolicy):
         """Exact fast-forward of steady decode stretches (SupportsFastForward)."""
         return BaselineFastForward(self)
 
-    def _schedule_into(self, plan: StepPlan) -> None:
+    def schedule_into(self, plan: StepPlan) -> None:
         """Decodes, then ongoing prefill chunks, then new prefill chunks (unless we preempted)."""
         budget = self.config.max_num_batched_tokens
         decodes = [r for r in self.running if not r.is_prefill_chunk]
@@ -64,11 +64,11 @@ class SarathiPolicy(BasePolicy):
             num_new = min(req.num_tokens - req.num_computed_tokens, budget)
             if num_new <= 0:
                 continue  # its last token is still in flight (driven with a batch queue)
-            ok, returned = self._allocate_or_preempt(plan, req, num_new)
+            ok, returned = self.allocate_or_preempt(plan, req, num_new)
             budget += returned
             if not ok:
                 break
-            self._add_to_plan(plan, req, num_new)
+            self.add_to_plan(plan, req, num_new)
             budget -= num_new
         if not self.preempted_req_ids:
             self._admit(plan, budget)
@@ -77,14 +77,14 @@ class SarathiPolicy(BasePolicy):
         """New (or resumed) requests in FCFS order, each a chunk of the remaining budget."""
         while budget > 0 and self.waiting and len(self.running) < self.config.max_num_seqs:
             req = self.waiting[0]
-            hit_blocks, hit = self._prefix_hit(req)
+            hit_blocks, hit = self.prefix_hit(req)
             num_new = min(req.num_tokens - hit, budget)
-            if not self._allocate(req, num_new, hit_blocks, hit):
+            if not self.allocate(req, num_new, hit_blocks, hit):
                 break
             self.waiting.popleft()
             resumed = req.status == RequestStatus.PREEMPTED
             req.status = RequestStatus.RUNNING
             self.running.append(req)
             (plan.resumed_req_ids if resumed else plan.new_req_ids).append(req.request_id)
-            self._add_to_plan(plan, req, num_new)
+            self.add_to_plan(plan, req, num_new)
             budget -= num_new

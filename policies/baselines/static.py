@@ -48,20 +48,20 @@ class StaticPolicy(BasePolicy):
         """Exact fast-forward of steady decode stretches (SupportsFastForward)."""
         return BaselineFastForward(self)
 
-    def _schedule_into(self, plan: StepPlan) -> None:
+    def schedule_into(self, plan: StepPlan) -> None:
         """Decode the current batch; form a new one only once it has drained."""
         if self.running:
             for req in self.running:
                 if req.num_tokens <= req.num_computed_tokens:
                     continue  # its last token is still in flight (driven with a batch queue)
-                if not self._allocate(req, 1):
+                if not self.allocate(req, 1):
                     raise AssertionError(f"static: request {req.request_id} outgrew its reservation")
-                self._add_to_plan(plan, req, 1)
+                self.add_to_plan(plan, req, 1)
             return
         budget = self.config.max_num_batched_tokens
         while self.waiting and len(self.running) < self.config.max_num_seqs:
             req = self.waiting[0]
-            hit_blocks, hit = self._prefix_hit(req)
+            hit_blocks, hit = self.prefix_hit(req)
             if req.num_tokens - hit > budget:
                 break
             num_new = reserve_whole(self, req)

@@ -71,12 +71,12 @@ class SGLangOverlapPolicy(BasePolicy):
         """SGLang's clipped max_new_tokens."""
         return self.max_new.get(req.request_id, req.max_tokens)
 
-    def _new_plan(self) -> StepPlan:
+    def new_plan(self) -> StepPlan:
         """Plans carry slots and future-token slots."""
         return SGLangStepPlan()
 
     # ---- get_next_batch_to_run ----
-    def _schedule_into(self, plan: StepPlan) -> None:
+    def schedule_into(self, plan: StepPlan) -> None:
         """Merge the last extend batch, then a prefill batch if one forms, else the decode batch."""
         assert isinstance(plan, SGLangStepPlan)
         self._merge_last_batch()
@@ -126,7 +126,7 @@ class SGLangOverlapPolicy(BasePolicy):
         chunked = self.chunked_req
         if chunked is not None:
             still_chunked = adder.add_chunked_req(chunked)
-            if adder.can_run and not self._allocate(chunked, adder.can_run[-1].extend_len):
+            if adder.can_run and not self.allocate(chunked, adder.can_run[-1].extend_len):
                 adder.pop_last()
                 still_chunked = True
         self._add_waiting(adder, running_bs)
@@ -149,10 +149,10 @@ class SGLangOverlapPolicy(BasePolicy):
                 self.batch_is_full = True
             if self.batch_is_full:
                 break
-            hit_blocks, hit = self._prefix_hit(req)
+            hit_blocks, hit = self.prefix_hit(req)
             res = adder.add_one_req(req, hit, hit_blocks)
             if adder.can_run and adder.can_run[-1].request is req:
-                if not self._allocate(req, adder.can_run[-1].extend_len, hit_blocks, hit):
+                if not self.allocate(req, adder.can_run[-1].extend_len, hit_blocks, hit):
                     adder.pop_last()
                     res = AddReqResult.NO_TOKEN
             if res != AddReqResult.CONTINUE:
@@ -171,7 +171,7 @@ class SGLangOverlapPolicy(BasePolicy):
                 ids = plan.resumed_req_ids if req.status == RequestStatus.PREEMPTED else plan.new_req_ids
                 ids.append(req.request_id)
                 req.status = RequestStatus.RUNNING
-            self._add_to_plan(plan, req, adm.extend_len)
+            self.add_to_plan(plan, req, adm.extend_len)
             plan.req_pool_indices[req.request_id] = slot
         if adder.new_chunked is not None:
             self.chunked_req = adder.new_chunked.request
@@ -220,7 +220,7 @@ class SGLangOverlapPolicy(BasePolicy):
     def _retract(self, plan: SGLangStepPlan) -> None:
         """retract_decode: requeue victims at the back, abort the last one if even it cannot fit."""
         kept, retracted, aborted = retract_decode(
-            self.running, lambda: self.kv.num_free_blocks, self.config.block_size, self._preempt)
+            self.running, lambda: self.kv.num_free_blocks, self.config.block_size, self.preempt)
         self.running = kept
         self.batch_is_full = False
         if aborted is not None:
@@ -234,9 +234,9 @@ class SGLangOverlapPolicy(BasePolicy):
     def _add_decodes(self, plan: SGLangStepPlan) -> None:
         """One token per running request; an unresolved input token comes from the future map."""
         for req in self.running:
-            if not self._allocate(req, 1):
+            if not self.allocate(req, 1):
                 raise AssertionError(f"sglang: decode of {req.request_id} did not fit after the check")
-            self._add_to_plan(plan, req, 1)
+            self.add_to_plan(plan, req, 1)
             slot = self.pool.slot_of[req.request_id]
             plan.req_pool_indices[req.request_id] = slot
             if req.num_output_placeholders > 0:

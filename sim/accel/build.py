@@ -113,7 +113,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="build only when the sources changed since the last build (make's default)")
     ap.add_argument("--soft", action="store_true", help="exit 0 when mypy or a compiler is missing")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--stage", metavar="DIR", type=Path,
+                    help="only copy the sources into DIR in the installed layout (for tools that "
+                         "read packages from disk: import-linter, mypy) and exit")
     args = ap.parse_args(argv)
+    if args.stage is not None:
+        stage(args.stage)
+        return 0
     current = MANIFEST.exists() and bool(check_manifest(json.loads(MANIFEST.read_text()))[0])
     if args.check or (args.if_stale and current):
         print("compiled core:", "up to date" if current else "missing or stale")

@@ -1,1 +1,1 @@
-"""schedsim.cli.main."""
+"""The `schedsim` command line (`main.py`): one module per subcommand, on top of every other layer."""

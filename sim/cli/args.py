@@ -8,9 +8,11 @@ import tomllib
 import types
 import typing
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from schedsim.run.toml_config import field_types
+from schedsim.run.config import RunConfig
+from schedsim.run.toml_config import field_types, resolve
 
 
 def parse_scalar(text: str) -> Any:
@@ -130,3 +132,34 @@ def collect_overrides(ns: argparse.Namespace, dests: list[str]) -> dict[str, Any
             node = node.setdefault(p, {})
         node[leaf] = value
     return out
+
+
+def add_run_arguments(parser: argparse.ArgumentParser, out_default: str | None,
+                      rename: dict[str, str] | None = None) -> list[str]:
+    """Flags shared by run/compare/sweep/validate: --config, one flag per RunConfig field,
+    --policy-option, --out, --no-progress; returns the RunConfig dests added."""
+    parser.add_argument("--config", metavar="FILE.toml", type=Path,
+                        help="TOML file of RunConfig keys; flags given on the command line override it")
+    group = parser.add_argument_group("run configuration (RunConfig; every key can also go in --config)")
+    dests = add_dataclass_flags(group, RunConfig, skip=("policy_options",), rename=rename)
+    meta = {f.name: f.metadata for f in dataclasses.fields(RunConfig)}.get("policy_options", {})
+    group.add_argument("--policy-option", dest="policy_option_pairs", action="append",
+                       type=parse_key_value, metavar="KEY=VALUE", default=[],
+                       help=f"{meta.get('help', 'a policy option')}; repeatable, e.g. "
+                            "--policy-option long_prefill_token_threshold=512")
+    parser.add_argument("--out", type=Path, default=out_default, metavar="DIR",
+                        help=f"output directory (default: {out_default})")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.set_defaults(run_dests=dests)
+    return dests
+
+
+def resolve_run_config(args: argparse.Namespace, section: str | None = None,
+                       ignore: tuple[str, ...] = ()) -> RunConfig:
+    """RunConfig from defaults, then --config, then the flags actually given."""
+    overrides = collect_overrides(args, args.run_dests)
+    pairs = dict(args.policy_option_pairs)
+    if pairs:  # --policy-option flags merge over the file's [policy_options] table
+        overrides["policy_options"] = pairs
+    config: RunConfig = resolve(RunConfig, args.config, overrides, section=section, ignore=ignore)
+    return config

@@ -8,40 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from schedsim.latency import (
-    KINDS,
-    StepShape,
-    get_gpu_spec,
-    get_model_spec,
-    make_latency_model,
-)
-from schedsim.latency import list_gpu_specs as _gpu_names
-from schedsim.latency import list_model_specs as _model_names
+from schedsim.latency import KINDS, StepShape, make_latency_model
+from schedsim.latency.calibration import calibrate_from_args
 
 
-def list_model_specs() -> list[str]:
-    """One line per shipped model spec (for `schedsim models`)."""
-    lines = [f"{'name':15s} {'layers':>6s} {'hidden':>6s} {'heads':>5s} {'kv':>3s} {'params':>7s} "
-             f"{'max_pos':>7s} {'tp':>2s}  hf_name"]
-    for name in _model_names():
-        m = get_model_spec(name)
-        lines.append(f"{name:15s} {m.num_layers:6d} {m.hidden_size:6d} {m.num_attention_heads:5d} "
-                     f"{m.num_key_value_heads:3d} {m.weight_params() / 1e9:6.1f}B "
-                     f"{m.max_position_embeddings:7d} {m.tp:2d}  {m.hf_name}")
-    return lines
-
-
-def list_gpu_specs() -> list[str]:
-    """One line per shipped GPU spec (for `schedsim gpus`)."""
-    lines = [f"{'name':10s} {'mem_GiB':>7s} {'bf16_TFLOPs':>11s} {'HBM_GB/s':>8s} {'link_GB/s':>9s}"]
-    for name in _gpu_names():
-        g = get_gpu_spec(name)
-        lines.append(f"{name:10s} {g.memory_gib:7.1f} {g.peak_tflops:11.1f} {g.hbm_gbps:8.0f} "
-                     f"{g.nvlink_gbps:9.1f}")
-    return lines
-
-
-def add_latency_parsers(subparsers: Any) -> None:
+def add_parsers(subparsers: Any) -> None:
     """Register `latency` and `calibrate` on the top-level CLI's subparsers."""
     p = subparsers.add_parser("latency", help="predicted step time of one step shape",
                               description="Predict one GPU step's time and break it down by "
@@ -130,8 +101,6 @@ def cmd_latency(args: argparse.Namespace) -> int:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Write the calibration file."""
-    from schedsim.latency.calibration import calibrate_from_args
-
     try:
         path, summary = calibrate_from_args(args)
     except (ValueError, KeyError, FileNotFoundError) as exc:

@@ -15,7 +15,7 @@ from schedsim import traces as T
 FORMATS = ("azure", "mooncake", "burstgpt", "csv", "jsonl")
 
 
-def add_trace_parser(subparsers: Any) -> None:
+def add_parser(subparsers: Any) -> None:
     """Add `trace` and its sub-commands to the schedsim command tree."""
     trace = subparsers.add_parser("trace", help="inspect, convert and generate workloads",
                                   description="Workload tools: shipped names are "
@@ -233,15 +233,3 @@ def _concat(args: argparse.Namespace) -> int:
 
 
 _ACTIONS = {"stats": _stats, "generate": _generate, "concat": _concat}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (`python -m schedsim.cli.trace`), also used by the tests."""
-    parser = argparse.ArgumentParser(prog="schedsim")
-    add_trace_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(argv)
-    return handle_trace(args) if getattr(args, "command", None) == "trace" else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

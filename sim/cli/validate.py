@@ -6,12 +6,17 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from schedsim.cli.args import add_run_arguments, resolve_run_config
+from schedsim.cli.backend import add_backend_arguments, backend_options
+from schedsim.run.resolve import check_config
 
-def add_validate_parser(sub: Any, add_run_arguments: Any, backend_flags: Any) -> None:
-    """The `validate` subcommand: the run flags, the real backend's flags and the report's folder."""
+
+def add_parser(sub: Any) -> None:
+    """Register `validate`: the run flags, the real backend's flags and the report's folder."""
     p = sub.add_parser("validate", help="real backend vs the simulator fitted to it, step by step")
-    p.set_defaults(func=cmd_validate, _dests=add_run_arguments(p, "runs/validate"))
-    backend_flags(p, with_switch=False)
+    add_run_arguments(p, "runs/validate")
+    add_backend_arguments(p, with_switch=False)
+    p.set_defaults(func=cmd_validate)
     p.add_argument("--grid", choices=("quick", "full"), default="quick",
                    help="calibration grid of step shapes (quick: seconds on a CPU; full: the backend's "
                         "default CalibrationGrid)")
@@ -19,7 +24,7 @@ def add_validate_parser(sub: Any, add_run_arguments: Any, backend_flags: Any) ->
 
 def grid_for(name: str) -> Any:
     """The calibration grid by name."""
-    from schedsim.backend.calibrate import CalibrationGrid
+    from schedsim.backend.calibrate import CalibrationGrid  # torch, only for real runs
 
     if name == "full":
         return CalibrationGrid()
@@ -29,12 +34,10 @@ def grid_for(name: str) -> Any:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Calibrate, run for real, simulate the twin; write the comparison tables, summary and plot."""
-    from schedsim.cli.main import check_config, resolve_run_config
+    config = resolve_run_config(args)
+    from schedsim.experiments.validate import validate  # lazy subcommand (torch)
     from schedsim.outputs.files import format_summary, write_json, write_run
-    from schedsim.run.real import backend_options
-    from schedsim.experiments.validate import validate
 
-    config = resolve_run_config(args, args._dests)
     check_config(config)
     report = validate(config, backend=backend_options(args), grid=grid_for(args.grid))
     out = Path(args.out)

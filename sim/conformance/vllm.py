@@ -157,16 +157,6 @@ def _run_file(path: str) -> int:
     return 0
 
 
-def main(argv: list[str]) -> int:
-    """`schedsim conformance SCENARIO.json [...]`: print each step log; exit 2 on an invalid one."""
-    paths = argv[1:] if argv and argv[0] == "conformance" else list(argv)
-    if not paths or paths[0] in ("-h", "--help"):
-        print("usage: schedsim conformance SCENARIO.json [SCENARIO.json ...]\n"
-              "Replays a scenario through vllm / vllm-async with the fake model and prints one JSON\n"
-              "line per step: {step, scheduled, preempted, finished}.", file=sys.stderr)
-        return 0 if paths else 2
+def main(paths: list[str]) -> int:
+    """Print each scenario's step log; exit 2 on an invalid one."""
     return max(_run_file(p) for p in paths)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

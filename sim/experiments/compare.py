@@ -1,17 +1,20 @@
-"""`schedsim compare`: several policies or configs on one workload and seed, one table side by side."""
+"""Compare several policies or configs on one workload and seed: one tidy table, side by side."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from tqdm import tqdm
 
+from schedsim.outputs.files import write_run
+from schedsim.run.simulate import simulate
 from schedsim.run.toml_config import ConfigError, coerce, load_toml
+from schedsim.traces import load_workload
 
 # The side-by-side table's rows: vLLM's benchmark names first, then this project's own metrics.
 COMPARE_METRICS: tuple[str, ...] = (
@@ -47,16 +50,6 @@ def derived_metrics(summary: dict[str, Any], requests: pd.DataFrame) -> dict[str
     return out
 
 
-def add_compare_arguments(p: argparse.ArgumentParser) -> None:
-    """Flags of `schedsim compare` beyond the shared run flags."""
-    p.add_argument("--policies", nargs="+", default=[], metavar="NAME",
-                   help="policies to compare on the same workload and seed (space or comma separated)")
-    p.add_argument("--variant", action="append", type=Path, default=[], metavar="FILE.toml",
-                   help="a config to compare: RunConfig keys overlaid on the base (repeatable); "
-                        "labelled by the file's stem")
-    p.add_argument("--no-plots", action="store_true", help="skip the overlaid PNG plots")
-
-
 def make_variants(base: Any, policies: Sequence[str], files: Sequence[Path]) -> list[tuple[str, Any]]:
     """(label, RunConfig) for each policy and each variant file, in the order given."""
     names = [n for item in policies for n in item.split(",") if n]
@@ -79,11 +72,6 @@ def make_variants(base: Any, policies: Sequence[str], files: Sequence[Path]) -> 
 def run_variants(variants: Sequence[tuple[str, Any]], progress: bool = True,
                  workload: pd.DataFrame | None = None) -> dict[str, Any]:
     """Simulate each (label, RunConfig) on one loaded copy of its trace (or on `workload` for all)."""
-    from tqdm import tqdm
-
-    from schedsim.run.simulate import simulate
-    from schedsim.traces import load_workload
-
     traces: dict[str, pd.DataFrame] = {}
     results = {}
     for label, config in tqdm(variants, desc="compare", disable=not progress, unit="run"):
@@ -103,8 +91,7 @@ def compare_table(results: Mapping[str, Any]) -> pd.DataFrame:
 def compare_configs(variants: Sequence[tuple[str, Any]], out: Path | None = None,
                     progress: bool = True, plots: bool = True) -> pd.DataFrame:
     """Simulate each variant; write per-variant tables, compare.parquet and the overlaid plots."""
-    from schedsim.outputs.files import write_run
-    from schedsim.outputs.compare_plots import plot_compare
+    from schedsim.outputs.compare_plots import plot_compare  # matplotlib, only when plotting
 
     results = run_variants(variants, progress)
     table = compare_table(results)
@@ -129,18 +116,3 @@ def format_side_by_side(table: pd.DataFrame) -> str:
     fmt = wide.map(lambda v: "-" if v is None or (isinstance(v, float) and math.isnan(v))
                    else f"{v:,.4g}" if isinstance(v, float) else str(v))
     return fmt.to_string()
-
-
-def run_compare(args: argparse.Namespace, resolve: Callable[..., Any]) -> int:
-    """The `schedsim compare` command."""
-    from schedsim.cli.main import check_config
-
-    base = resolve(args, args._dests)
-    variants = make_variants(base, args.policies, args.variant)
-    for label, config in variants:
-        check_config(config, f"variant {label!r}")
-    table = compare_configs(variants, out=args.out, progress=not args.no_progress,
-                            plots=not args.no_plots)
-    print(format_side_by_side(table))
-    print(f"\nwrote {args.out}/ (compare.parquet, per-variant tables, cdf_latency.png, over_time.png)")
-    return 0

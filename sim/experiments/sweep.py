@@ -1,28 +1,26 @@
-"""`schedsim sweep`: a grid of runs on a process pool or Ray; resumable, one tidy parquet table."""
+"""Sweeps: a grid of runs on a process pool or Ray; resumable, one tidy parquet table."""
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
 import hashlib
 import itertools
 import json
-import os
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from tqdm import tqdm
 
-from schedsim.cli.args import parse_scalar
 from schedsim.experiments.compare import derived_metrics
-from schedsim.run.toml_config import ConfigError, coerce, load_toml, merge, to_jsonable
+from schedsim.experiments.sweep_ray import execute_ray
+from schedsim.run.simulate import simulate
+from schedsim.run.toml_config import ConfigError, coerce, merge, to_jsonable
+from schedsim.traces import load_workload
 
-DEFAULT_METRICS = ("p99_ttft_ms", "mean_ttft_ms", "mean_tpot_ms", "p99_tpot_ms", "output_throughput",
-                   "gpu_idle_fraction", "num_preemptions", "recomputed_tokens")
-SWEEP_TABLES = ("grid", "runs", "sweep")  # tables of a sweep TOML that are not RunConfig keys
-SWEEP_ENGINES = ("process", "ray")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,15 +75,11 @@ def expand_grid(base: Any, grid: Mapping[str, Sequence[Any]], runs: Sequence[Map
 @functools.lru_cache(maxsize=4)
 def _trace(name: str) -> pd.DataFrame:
     """A worker loads each trace once, however many grid points replay it."""
-    from schedsim.traces import load_workload
-
     return load_workload(name)
 
 
 def simulate_one(config: Any) -> dict[str, Any]:
     """Worker body (module level so process pools and Ray can pickle it): one run's metrics."""
-    from schedsim.run.simulate import simulate
-
     result = simulate(config, workload=_trace(config.trace), progress=False)
     return derived_metrics(result.summary, result.requests)
 
@@ -105,15 +99,11 @@ def _execute(pending: Sequence[SweepRun], engine: str, workers: int
              ) -> Iterator[tuple[SweepRun, dict[str, Any]]]:
     """Yield (run, metrics) as runs finish, on the chosen engine."""
     if engine == "ray":
-        from schedsim.experiments.sweep_ray import execute_ray
-
-        yield from execute_ray(pending, workers)
+        yield from execute_ray(simulate_one, pending, workers)
     elif workers <= 1 or len(pending) <= 1:
         for run in pending:
             yield run, simulate_one(run.config)
     else:
-        from concurrent.futures import ProcessPoolExecutor, as_completed
-
         with ProcessPoolExecutor(max_workers=workers) as pool:
             futures = {pool.submit(simulate_one, r.config): r for r in pending}
             for fut in as_completed(futures):
@@ -123,8 +113,6 @@ def _execute(pending: Sequence[SweepRun], engine: str, workers: int
 def run_sweep(runs: Sequence[SweepRun], out: Path, engine: str = "process",
               workers: int = 2, progress: bool = True) -> pd.DataFrame:
     """Run what is not already recorded under `out/runs/`, then assemble out/results.parquet."""
-    from tqdm import tqdm
-
     done = {p.stem for p in (out / "runs").glob("*.json")}
     pending = [r for r in runs if r.run_id not in done]
     bar = tqdm(total=len(runs), initial=len(runs) - len(pending), desc="sweep", unit="run",
@@ -150,71 +138,3 @@ def collect(out: Path, ids: set[str] | None = None) -> pd.DataFrame:
         rows.append({"run_id": rec["run_id"], "policy": rec["config"].get("policy"), **params,
                      **rec["metrics"]})
     return pd.DataFrame(rows)
-
-
-def add_sweep_arguments(p: argparse.ArgumentParser) -> None:
-    """Flags of `schedsim sweep` beyond the shared run flags."""
-    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
-                   help="a swept RunConfig key and its values (repeatable; the grid is their product). "
-                        "A TOML --config may instead hold [grid] and [[runs]] tables")
-    p.add_argument("--engine", dest="sweep_engine", choices=SWEEP_ENGINES, default=None,
-                   help="local process pool (default) or Ray (needs the `ray` extra)")
-    p.add_argument("--workers", type=int, default=None,
-                   help="parallel runs (default: min(2, CPUs))")
-    p.add_argument("--x", default=None, metavar="KEY",
-                   help="the knob on the x axis of the plots (default: the first swept key except policy)")
-    p.add_argument("--metrics", default=",".join(DEFAULT_METRICS),
-                   help="comma-separated metrics to plot against the knob")
-
-
-def parse_grid_flags(items: Sequence[str]) -> dict[str, list[Any]]:
-    """`--grid rate=1,2,4` → {'rate': [1, 2, 4]}."""
-    grid: dict[str, list[Any]] = {}
-    for item in items:
-        key, sep, values = item.partition("=")
-        if not sep or not key.strip() or not values.strip():
-            raise ConfigError(f"command line: --grid expects KEY=V1,V2,..., got {item!r}")
-        grid[key.strip().replace("-", "_")] = [parse_scalar(v.strip()) for v in values.split(",")]
-    return grid
-
-
-def _sweep_tables(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
-    """The [grid], [[runs]] and [sweep] tables of the --config file (all optional)."""
-    if args.config is None:
-        return {}, [], {}
-    data = load_toml(args.config)
-    grid, runs, opts = data.get("grid", {}), data.get("runs", []), data.get("sweep", {})
-    if not isinstance(grid, Mapping) or not isinstance(runs, list) or not isinstance(opts, Mapping):
-        raise ConfigError(f"{args.config}: [grid] and [sweep] must be tables, [[runs]] an array of tables")
-    unknown = sorted(set(opts) - {"x", "metrics", "engine", "workers"})
-    if unknown:
-        raise ConfigError(f"{args.config} [sweep]: unknown key {unknown[0]!r}; "
-                          "known: engine, metrics, workers, x")
-    return dict(grid), runs, dict(opts)
-
-
-def run_sweep_cli(args: argparse.Namespace, resolve: Callable[..., Any]) -> int:
-    """The `schedsim sweep` command."""
-    from schedsim.cli.main import check_config
-    from schedsim.outputs.compare_plots import plot_sweep
-
-    file_grid, file_runs, opts = _sweep_tables(args)
-    base = resolve(args, args._dests, ignore=SWEEP_TABLES)
-    grid = {**file_grid, **parse_grid_flags(args.grid)}
-    runs = expand_grid(base, grid, file_runs, source=str(args.config or "command line"))
-    for run in runs:  # fail on a bad name here, not in a worker halfway through the sweep
-        check_config(run.config, f"run {run.params}")
-    engine = args.sweep_engine or opts.get("engine", "process")  # flags beat the file
-    if engine not in SWEEP_ENGINES:
-        raise ConfigError(f"{args.config} [sweep]: engine must be one of {SWEEP_ENGINES}, got {engine!r}")
-    workers = args.workers or int(opts.get("workers", min(2, os.cpu_count() or 1)))
-    table = run_sweep(runs, args.out, engine=engine, workers=workers, progress=not args.no_progress)
-    x = args.x or opts.get("x") or next((k for k in grid if k != "policy"), None)
-    metrics = opts.get("metrics", args.metrics)
-    metrics = [m for m in (metrics.split(",") if isinstance(metrics, str) else metrics) if m]
-    if x is not None:
-        plot_sweep(table, x, metrics, args.out, group_by=["policy", *grid])
-    shown = ["policy", *[k for k in grid if k != "policy"], *[m for m in metrics if m in table]]
-    print(table[[c for c in dict.fromkeys(shown) if c in table]].to_string(index=False))
-    print(f"\nwrote {args.out}/results.parquet ({len(table)} runs)")
-    return 0

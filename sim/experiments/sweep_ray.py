@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 
-def execute_ray(pending: Sequence[Any], workers: int) -> Iterator[tuple[Any, dict[str, Any]]]:
-    """Yield (run, metrics) as Ray tasks finish; joins a running cluster or starts a local one."""
+def execute_ray(simulate_one: Callable[[Any], dict[str, Any]], pending: Sequence[Any],
+                workers: int) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """Yield (run, simulate_one(run.config)) as Ray tasks finish; joins a running cluster or starts
+    a local one."""
     try:
-        import ray
+        import ray  # optional heavy dependency: the `ray` extra
     except ImportError:
         raise RuntimeError("schedsim sweep --engine ray needs Ray: pip install 'schedsim[ray]'") from None
-    from schedsim.experiments.sweep import simulate_one
 
     started = False
     if not ray.is_initialized():

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from schedsim.outputs.plots import _save, _thin, rate_over_time
+from schedsim.outputs.plots import rate_over_time, save_figure, thin_rows
 
 
 def _cdf(ax: Any, values: pd.Series, label: str) -> None:
@@ -34,7 +34,7 @@ def plot_latency_cdfs(results: Mapping[str, Any], path: Path | None = None) -> F
             ax.set_xscale("log")
         ax.grid(alpha=0.3)
         ax.legend(fontsize="small")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_over_time(results: Mapping[str, Any], path: Path | None = None) -> Figure:
@@ -47,7 +47,7 @@ def plot_over_time(results: Mapping[str, Any], path: Path | None = None) -> Figu
         if len(st):
             x, tok = rate_over_time(st["end"], st["num_prefill_tokens"] + st["num_decode_tokens"], t_end)
             ax1.plot(x, tok, label=label)
-            s = _thin(st)
+            s = thin_rows(st)
             ax3.plot(s["start"], s["kv_usage"] * 100, label=label, drawstyle="steps-post", alpha=0.8)
         x, fin = rate_over_time(r.requests["finish_time"], None, t_end)
         ax2.plot(x, fin, label=label)
@@ -56,7 +56,7 @@ def plot_over_time(results: Mapping[str, Any], path: Path | None = None) -> Figu
     ax3.set(ylabel="KV usage (%)", xlabel="simulated time (s)", ylim=(0, 105))
     for ax in (ax1, ax2, ax3):
         ax.legend(fontsize="small", loc="upper right")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_compare(results: Mapping[str, Any], out: Path) -> list[Path]:
@@ -85,7 +85,7 @@ def plot_metric_vs_knob(table: pd.DataFrame, x: str, metric: str, group_by: Sequ
         ax.set_xscale("log")  # knobs swept geometrically (rates, scales) read best on a log axis
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_sweep(table: pd.DataFrame, x: str, metrics: Sequence[str], out: Path,

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import json
 import math
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+import pandas as pd
+
+from schedsim.outputs.figures import RUN_PLOTS, WORKER_COLUMNS
 
 # Files every `schedsim run` output directory holds (plots only without --no-plots).
 TABLE_FILES = ("requests.parquet", "steps.parquet", "timeline.parquet")
 JSON_FILES = ("summary.json", "config.json")
-# The run's figures: file, the `schedsim.outputs.plots` function that draws it, the table it reads.
-RUN_PLOTS = (("latency_distributions.png", "plot_latency_distributions", "requests"),
-             ("batch_kv.png", "plot_batch_and_kv", "steps"),
-             ("busy_timeline.png", "plot_busy_timeline", "timeline"))
-PLOT_FILES = tuple(name for name, _, _ in RUN_PLOTS)
 
 
 def _json_default(obj: Any) -> Any:
@@ -47,8 +47,6 @@ def write_run(result: Any, out: Path, plots: bool = True, worker: Any = None) ->
     so the two overlap (the whole-trace run writes millions of rows, ~1 s of each). A
     `plot_worker.PlotWorker` renders two of the figures in its own process meanwhile.
     """
-    from concurrent.futures import ThreadPoolExecutor
-
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     remote = _send_plots(worker, result, out) if plots and worker is not None else {}
@@ -59,7 +57,7 @@ def write_run(result: Any, out: Path, plots: bool = True, worker: Any = None) ->
             write_json(out / name, data)
             written.append(out / name)
         if plots:
-            from schedsim.outputs.plots import write_run_plots
+            from schedsim.outputs.plots import write_run_plots  # matplotlib, only when plotting
 
             written += write_run_plots(result, out, remote)
         return tables.result() + written
@@ -67,8 +65,6 @@ def write_run(result: Any, out: Path, plots: bool = True, worker: Any = None) ->
 
 def _send_plots(worker: Any, result: Any, out: Path) -> dict[str, Any]:
     """The worker's figures, submitted: name -> future (a name it could not take is left out)."""
-    from schedsim.outputs.plot_worker import WORKER_COLUMNS
-
     sent = {}
     for name, func, table in RUN_PLOTS:
         if name in WORKER_COLUMNS:
@@ -92,8 +88,6 @@ def write_tables(tables: dict[str, Any], out: Path) -> list[Path]:
 
 def _is_numeric(dtype: Any) -> bool:
     """Numbers and booleans (plain or nullable), where dictionary encoding is not worth trying."""
-    import pandas as pd
-
     return bool(pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype))
 
 

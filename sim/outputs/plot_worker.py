@@ -11,27 +11,21 @@ read while the parent writes the tables and renders the latency figure. Any fail
 
 from __future__ import annotations
 
+import atexit
+import io
 import multiprocessing
 import os
+import sys
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-# The figures (outputs.RUN_PLOTS) the worker renders, and the columns each reads from its
-# table (only these are shipped to it).
-WORKER_COLUMNS: dict[str, tuple[str, ...]] = {
-    "batch_kv.png": ("start", "end", "num_prefill_tokens", "num_decode_tokens", "num_prefill_reqs",
-                     "num_decode_reqs", "num_waiting", "kv_usage"),
-    "busy_timeline.png": ("step", "resource", "kind", "start", "end"),
-}
+from schedsim.outputs.figures import WORKER_COLUMNS
 
 
 def _warm() -> None:
     """The worker's start: the plotting imports and one small figure, off the parent's core."""
-    import atexit
-    import io
-
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # the worker exists to import matplotlib off this core
 
     from schedsim.outputs import plots  # noqa: F401 (the import is the point)
 
@@ -47,8 +41,6 @@ def _warm() -> None:
 def _exit_now() -> None:
     """The worker's exit once its figures are written: skip tearing down matplotlib and pandas
     (~0.25 s the parent would wait for; nothing is left to flush but the standard streams)."""
-    import sys
-
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

@@ -5,9 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from concurrent.futures import CancelledError, Future
+from concurrent.futures.process import BrokenProcessPool
+
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+
+from schedsim.outputs.figures import RUN_PLOTS
 
 MAX_BINS = 300        # time bins for rates over time (keeps the PNGs readable for long traces)
 MAX_POINTS = 20_000   # points per line before down-sampling
@@ -16,7 +21,7 @@ KIND_COLORS = {"schedule": "tab:blue", "prepare_inputs": "tab:cyan", "d2h_copy":
                "update_from_output": "tab:olive", "forward": "tab:green", "sample": "tab:red"}
 
 
-def _save(fig: Figure, path: Path | None) -> Figure:
+def save_figure(fig: Figure, path: Path | None) -> Figure:
     """Write the figure if a path is given; always hand it back (notebooks display it)."""
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -24,7 +29,7 @@ def _save(fig: Figure, path: Path | None) -> Figure:
     return fig
 
 
-def _thin(df: pd.DataFrame) -> pd.DataFrame:
+def thin_rows(df: pd.DataFrame) -> pd.DataFrame:
     """Every k-th row so a line plot stays under MAX_POINTS points."""
     return df.iloc[:: max(1, len(df) // MAX_POINTS)]
 
@@ -59,7 +64,7 @@ def plot_latency_distributions(requests: pd.DataFrame, path: Path | None = None)
         else:
             ax.text(0.5, 0.5, f"no {name} values", ha="center", transform=ax.transAxes)
         ax.set(xlabel=f"{name} (ms)", ylabel="requests", title=f"{name} distribution (n={len(ms)})")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_batch_and_kv(steps: pd.DataFrame, path: Path | None = None) -> Figure:
@@ -71,7 +76,7 @@ def plot_batch_and_kv(steps: pd.DataFrame, path: Path | None = None) -> Figure:
         x, pre = rate_over_time(steps["end"], steps["num_prefill_tokens"], t_end)
         _, dec = rate_over_time(steps["end"], steps["num_decode_tokens"], t_end)
         ax1.stackplot(x, pre, dec, labels=["prefill tokens/s", "decode tokens/s"], alpha=0.8)
-        s = _thin(steps)
+        s = thin_rows(steps)
         ax2.plot(s["start"], s["num_decode_reqs"], drawstyle="steps-post", label="decode requests")
         ax2.plot(s["start"], s["num_prefill_reqs"], drawstyle="steps-post", label="prefill requests")
         ax2.plot(s["start"], s["num_waiting"], drawstyle="steps-post", label="waiting", alpha=0.6)
@@ -82,7 +87,7 @@ def plot_batch_and_kv(steps: pd.DataFrame, path: Path | None = None) -> Figure:
     ax2.set(ylabel="requests per step")
     ax3.set(ylabel="KV usage (%)", xlabel="simulated time (s)")
     ax3.set_ylim(bottom=0)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _broken_bars(ax: Any, timeline: pd.DataFrame, t0: float, t1: float) -> None:
@@ -118,7 +123,7 @@ def plot_busy_timeline(timeline: pd.DataFrame, path: Path | None = None) -> Figu
         ax2.legend()
     ax1.set_title(f"CPU/GPU busy intervals of {TIMELINE_STEPS} steps from step {first}")
     ax2.set(xlabel="simulated time (s)", ylabel="busy (%)", ylim=(0, 105), title="Busy fraction over time")
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _busy_fraction(part: pd.DataFrame, t_end: float) -> tuple[np.ndarray, np.ndarray]:
@@ -142,10 +147,6 @@ def write_run_plots(result: Any, out: Path, remote: dict[str, Any] | None = None
     """The PNGs of `schedsim run` (latency distributions, batch/KV, busy timeline); returns their
     paths. `remote` maps a file name to a future of a worker rendering it (plot_worker); any the
     worker fails to deliver is rendered here."""
-    from concurrent.futures import Future
-
-    from schedsim.outputs.files import RUN_PLOTS
-
     remote = remote or {}
     figures = [(name, globals()[func], getattr(result, table)) for name, func, table in RUN_PLOTS]
     for name, plot, table in figures:
@@ -160,9 +161,6 @@ def write_run_plots(result: Any, out: Path, remote: dict[str, Any] | None = None
 
 def _delivered(future: Any) -> bool:
     """Whether the worker wrote its figure; a worker that died (or never started) did not."""
-    from concurrent.futures import CancelledError
-    from concurrent.futures.process import BrokenProcessPool
-
     try:
         future.result()
     except (BrokenProcessPool, CancelledError):

@@ -10,8 +10,9 @@ from schedsim.latency import make_latency_model
 from schedsim.latency.cpu_cost import CpuCostModel, load_cpu_cost
 from schedsim.latency.memory import kv_pool_blocks
 from schedsim.latency.specs import get_model_spec
-from schedsim.policies import get_policy_info
+from schedsim.policies import get_policy_info, make_policy
 from schedsim.run.config import RunConfig
+from schedsim.run.toml_config import ConfigError
 
 # RunConfig fields forwarded to the policy's SchedulerConfig when the policy has them.
 POLICY_FIELDS = ("block_size", "num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens",
@@ -91,3 +92,12 @@ def resolve_run(cfg: RunConfig) -> ResolvedRun:
     opts = policy_options(cfg, blocks, max_model_len)
     return ResolvedRun(cfg, opts, blocks, max_model_len,
                        make_latency(cfg), make_cpu_model(cfg))
+
+
+def check_config(config: RunConfig, label: str = "config") -> None:
+    """Resolve specs and build the policy up front, so a bad name fails before any simulation."""
+    try:
+        resolved = resolve_run(config)
+        make_policy(config.policy, **resolved.policy_options)
+    except (ValueError, KeyError) as exc:
+        raise ConfigError(f"{label}: {exc.args[0] if exc.args else exc}") from None

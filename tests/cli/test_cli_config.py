@@ -6,15 +6,15 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from schedsim.cli.main import build_parser, main, resolve_run_config
-from schedsim.cli.args import parse_key_value, parse_scalar
+from schedsim.cli.args import parse_key_value, parse_scalar, resolve_run_config
+from schedsim.cli.main import build_parser, main
 from schedsim.run.config import RunConfig
 
 
 def _resolve(argv: list[str]) -> RunConfig:
     """Parse a `schedsim run ...` command line and resolve its RunConfig."""
     args = build_parser().parse_args(["run", *argv])
-    return resolve_run_config(args, args._dests)
+    return resolve_run_config(args)
 
 
 def test_help_documents_every_runconfig_field(capsys: pytest.CaptureFixture[str]) -> None:
@@ -119,14 +119,6 @@ def test_policies_lists_every_registered_policy(capsys: pytest.CaptureFixture[st
     assert len(lines) == len(infos) >= 1
     for info, line in zip(infos, lines, strict=True):
         assert line.split()[0] == info.name and info.description.split()[0] in line
-
-
-def test_unavailable_commands_degrade_with_a_message(capsys: pytest.CaptureFixture[str]) -> None:
-    from schedsim.cli import main as cli
-
-    handler = cli._missing("trace", "cli_trace", ImportError("boom"))
-    assert handler(None) == 2  # type: ignore[arg-type]
-    assert "schedsim trace: not available" in capsys.readouterr().err
 
 
 def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from schedsim.cli.main import main
-from schedsim.outputs.files import JSON_FILES, PLOT_FILES, TABLE_FILES
+from schedsim.outputs.figures import PLOT_FILES
+from schedsim.outputs.files import JSON_FILES, TABLE_FILES
 from schedsim.run.result import REQUEST_COLUMNS, STEP_COLUMNS, TIMELINE_COLUMNS
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

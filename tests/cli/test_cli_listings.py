@@ -15,12 +15,12 @@ def _rows(out: str) -> list[str]:
 
 
 def test_models_lists_the_shipped_specs(capsys: pytest.CaptureFixture[str]) -> None:
-    from schedsim.cli.latency import list_model_specs
+    from schedsim.cli.listings import model_lines
 
     assert main(["models"]) == 0
     names = _rows(capsys.readouterr().out)
     assert {"llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b"} <= set(names)
-    assert len(names) == len(list_model_specs()) - 1  # one header line
+    assert len(names) == len(model_lines()) - 1  # one header line
 
 
 def test_gpus_lists_the_shipped_specs(capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,7 +11,8 @@ from schedsim.run.config import RunConfig
 from schedsim.outputs.plots import _cumulative_busy, plot_batch_and_kv, plot_busy_timeline, plot_latency_distributions
 from schedsim.outputs.compare_plots import plot_sweep
 from schedsim.run.result import REQUEST_COLUMNS, STEP_COLUMNS, TIMELINE_COLUMNS
-from schedsim.experiments.sweep import expand_grid, parse_grid_flags, run_id
+from schedsim.cli.sweep import parse_grid_flags
+from schedsim.experiments.sweep import expand_grid, run_id
 from schedsim.run.toml_config import ConfigError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -5,13 +5,14 @@ import json
 
 import pandas as pd
 import pytest
-from schedsim.cli.latency import add_latency_parsers, list_gpu_specs, list_model_specs
+from schedsim.cli.latency import add_parsers
+from schedsim.cli.listings import gpu_lines, model_lines
 from schedsim.latency import make_latency_model
 
 
 def run(argv, capsys):
     parser = argparse.ArgumentParser(prog="schedsim")
-    add_latency_parsers(parser.add_subparsers(dest="command"))
+    add_parsers(parser.add_subparsers(dest="command"))
     args = parser.parse_args(argv)
     code = args.func(args)
     return code, capsys.readouterr()
@@ -66,5 +67,5 @@ def test_calibrate_steps_csv(tmp_path, capsys):
 
 
 def test_spec_listings():
-    assert any(line.startswith("llama-3.1-70b") for line in list_model_specs())
-    assert any(line.startswith("h200") for line in list_gpu_specs())
+    assert any(line.startswith("llama-3.1-70b") for line in model_lines())
+    assert any(line.startswith("h200") for line in gpu_lines())

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 import schedsim.traces as T
-from schedsim.cli.trace import add_trace_parser, handle_trace
+from schedsim.cli.trace import add_parser, handle_trace
 
 
 def run(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="schedsim")
     sub = parser.add_subparsers(dest="command")
-    add_trace_parser(sub)
+    add_parser(sub)
     args = parser.parse_args(argv)
     assert args.func is handle_trace
     return args.func(args)

@@ -14,8 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pacsv
 
-from ._io import open_binary
+from .reading import open_binary
 
 
 class FastPathUnavailable(Exception):  # noqa: N818 - a signal, not an error for users
@@ -24,13 +27,7 @@ class FastPathUnavailable(Exception):  # noqa: N818 - a signal, not an error for
 
 def iter_csv_chunks_fast(path: Path, header: list[str], header_line: int, chunk_rows: int
                          ) -> Iterator[tuple[list[np.ndarray], list[int] | np.ndarray]]:
-    """Yield (columns as object arrays, line numbers) like `_io.iter_csv_chunks`."""
-    try:
-        import pyarrow as pa
-        import pyarrow.compute as pc
-        import pyarrow.csv as pacsv
-    except ImportError as exc:  # pragma: no cover - pyarrow is a core dependency
-        raise FastPathUnavailable from exc
+    """Yield (columns as object arrays, line numbers) like `reading.iter_csv_chunks`."""
     if header_line != 1:
         raise FastPathUnavailable
     types = {name: pa.string() for name in header}

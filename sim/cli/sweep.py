@@ -1,0 +1,88 @@
+"""`schedsim sweep`: a grid of runs on a process pool or Ray, resumable, with plots per knob."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from schedsim.cli.args import add_run_arguments, parse_scalar, resolve_run_config
+from schedsim.run.resolve import check_config
+from schedsim.run.toml_config import ConfigError, load_toml
+
+DEFAULT_METRICS = ("p99_ttft_ms", "mean_ttft_ms", "mean_tpot_ms", "p99_tpot_ms", "output_throughput",
+                   "gpu_idle_fraction", "num_preemptions", "recomputed_tokens")
+SWEEP_TABLES = ("grid", "runs", "sweep")  # tables of a sweep TOML that are not RunConfig keys
+SWEEP_ENGINES = ("process", "ray")
+
+
+def add_parser(sub: Any) -> None:
+    """Register `sweep` (`--engine` picks the sweep's executor; the loop mode is --loop-engine)."""
+    p = sub.add_parser("sweep", help="a grid of runs on a process pool or Ray, resumable")
+    add_run_arguments(p, "runs/sweep", {"engine": "--loop-engine"})
+    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
+                   help="a swept RunConfig key and its values (repeatable; the grid is their product). "
+                        "A TOML --config may instead hold [grid] and [[runs]] tables")
+    p.add_argument("--engine", dest="sweep_engine", choices=SWEEP_ENGINES, default=None,
+                   help="local process pool (default) or Ray (needs the `ray` extra)")
+    p.add_argument("--workers", type=int, default=None,
+                   help="parallel runs (default: min(2, CPUs))")
+    p.add_argument("--x", default=None, metavar="KEY",
+                   help="the knob on the x axis of the plots (default: the first swept key except policy)")
+    p.add_argument("--metrics", default=",".join(DEFAULT_METRICS),
+                   help="comma-separated metrics to plot against the knob")
+    p.set_defaults(func=cmd_sweep)
+
+
+def parse_grid_flags(items: Sequence[str]) -> dict[str, list[Any]]:
+    """`--grid rate=1,2,4` → {'rate': [1, 2, 4]}."""
+    grid: dict[str, list[Any]] = {}
+    for item in items:
+        key, sep, values = item.partition("=")
+        if not sep or not key.strip() or not values.strip():
+            raise ConfigError(f"command line: --grid expects KEY=V1,V2,..., got {item!r}")
+        grid[key.strip().replace("-", "_")] = [parse_scalar(v.strip()) for v in values.split(",")]
+    return grid
+
+
+def sweep_tables(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    """The [grid], [[runs]] and [sweep] tables of the --config file (all optional)."""
+    if args.config is None:
+        return {}, [], {}
+    data = load_toml(args.config)
+    grid, runs, opts = data.get("grid", {}), data.get("runs", []), data.get("sweep", {})
+    if not isinstance(grid, Mapping) or not isinstance(runs, list) or not isinstance(opts, Mapping):
+        raise ConfigError(f"{args.config}: [grid] and [sweep] must be tables, [[runs]] an array of tables")
+    unknown = sorted(set(opts) - {"x", "metrics", "engine", "workers"})
+    if unknown:
+        raise ConfigError(f"{args.config} [sweep]: unknown key {unknown[0]!r}; "
+                          "known: engine, metrics, workers, x")
+    return dict(grid), runs, dict(opts)
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    """Expand the grid, run what is not recorded yet, plot each metric against the knob."""
+    file_grid, file_runs, opts = sweep_tables(args)
+    base = resolve_run_config(args, ignore=SWEEP_TABLES)
+    from schedsim.experiments.sweep import expand_grid, run_sweep  # lazy subcommand
+    from schedsim.outputs.compare_plots import plot_sweep
+
+    grid = {**file_grid, **parse_grid_flags(args.grid)}
+    runs = expand_grid(base, grid, file_runs, source=str(args.config or "command line"))
+    for run in runs:  # fail on a bad name here, not in a worker halfway through the sweep
+        check_config(run.config, f"run {run.params}")
+    engine = args.sweep_engine or opts.get("engine", "process")  # flags beat the file
+    if engine not in SWEEP_ENGINES:
+        raise ConfigError(f"{args.config} [sweep]: engine must be one of {SWEEP_ENGINES}, got {engine!r}")
+    workers = args.workers or int(opts.get("workers", min(2, os.cpu_count() or 1)))
+    table = run_sweep(runs, args.out, engine=engine, workers=workers, progress=not args.no_progress)
+    x = args.x or opts.get("x") or next((k for k in grid if k != "policy"), None)
+    metrics = opts.get("metrics", args.metrics)
+    metrics = [m for m in (metrics.split(",") if isinstance(metrics, str) else metrics) if m]
+    if x is not None:
+        plot_sweep(table, x, metrics, args.out, group_by=["policy", *grid])
+    shown = ["policy", *[k for k in grid if k != "policy"], *[m for m in metrics if m in table]]
+    print(table[[c for c in dict.fromkeys(shown) if c in table]].to_string(index=False))
+    print(f"\nwrote {args.out}/results.parquet ({len(table)} runs)")
+    return 0
