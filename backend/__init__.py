@@ -8,6 +8,18 @@ from .model import LlamaModel
 from .sampling import SamplingConfig
 from .weights import build_model, init_random_, load_checkpoint, save_checkpoint
 
-__all__ = ["PRESETS", "ExecutorConfig", "LlamaModel", "ModelConfig", "PagedKVCache", "RealExecutor",
-           "SamplingConfig", "StepHandle", "build_model", "init_random_", "load_checkpoint",
-           "load_model_config", "save_checkpoint"]
+__all__ = [
+    "PRESETS",
+    "ExecutorConfig",
+    "LlamaModel",
+    "ModelConfig",
+    "PagedKVCache",
+    "RealExecutor",
+    "SamplingConfig",
+    "StepHandle",
+    "build_model",
+    "init_random_",
+    "load_checkpoint",
+    "load_model_config",
+    "save_checkpoint",
+]

@@ -39,15 +39,17 @@ class CalibrationGrid:
         """(prefill tokens, prefill context, decodes, decode context), skipping empty steps and
         axes that do not matter (context of an absent prefill, context of zero decodes)."""
         out = set()
-        for p, pc, d, dc in itertools.product(self.prefill_tokens, self.prefill_context,
-                                              self.num_decodes, self.decode_context):
+        for p, pc, d, dc in itertools.product(
+            self.prefill_tokens, self.prefill_context, self.num_decodes, self.decode_context
+        ):
             if p or d:
                 out.add((p, pc if p else 0, d, dc if d else 0))
         return sorted(out)
 
 
-def _shape_plan(shape: tuple[int, int, int, int], block_size: int, vocab: int,
-                step: int) -> tuple[StepPlan, dict[str, Request]]:
+def _shape_plan(
+    shape: tuple[int, int, int, int], block_size: int, vocab: int, step: int
+) -> tuple[StepPlan, dict[str, Request]]:
     """A plan with fresh requests of the given shape, on consecutive blocks from block 1."""
     p, pc, d, dc = shape
     parts = ([("p", pc, p)] if p else []) + [(f"d{i}", dc, 1) for i in range(d)]
@@ -87,13 +89,22 @@ def measure_steps(executor: RealExecutor, grid: CalibrationGrid | None = None) -
         p, pc, d, dc = shape
         need = (-(-(p + pc) // cache.block_size) if p else 0) + d * -(-(dc + 1) // cache.block_size)
         if need >= cache.num_blocks:
-            raise ValueError(f"shape {shape} needs {need} KV blocks, the cache has {cache.num_blocks - 1}; "
-                             "raise num_blocks or shrink the grid")
+            raise ValueError(
+                f"shape {shape} needs {need} KV blocks, the cache has {cache.num_blocks - 1}; "
+                "raise num_blocks or shrink the grid"
+            )
         plan, requests = _shape_plan(shape, cache.block_size, vocab, len(rows))
         _time_step(executor, plan, requests)
         times = [_time_step(executor, plan, requests) for _ in range(grid.repeats)]
-        rows.append({"step_time_s": statistics.median(times), "prefill_tokens": p, "decode_count": d,
-                     "sum_context": (p + pc) + d * (dc + 1),
-                     "sum_context_sq": (p + pc) ** 2 - pc ** 2,
-                     "prefill_context": pc, "decode_context": dc})
+        rows.append(
+            {
+                "step_time_s": statistics.median(times),
+                "prefill_tokens": p,
+                "decode_count": d,
+                "sum_context": (p + pc) + d * (dc + 1),
+                "sum_context_sq": (p + pc) ** 2 - pc**2,
+                "prefill_context": pc,
+                "decode_context": dc,
+            }
+        )
     return pd.DataFrame(rows)

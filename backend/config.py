@@ -8,9 +8,20 @@ from pathlib import Path
 from typing import Any
 
 # HF keys we read; anything else in a config.json (architectures, bos ids, ...) is ignored.
-_HF_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-            "num_attention_heads", "num_key_value_heads", "head_dim", "rms_norm_eps", "rope_theta",
-            "max_position_embeddings", "tie_word_embeddings", "torch_dtype")
+_HF_KEYS = (
+    "vocab_size",
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "rms_norm_eps",
+    "rope_theta",
+    "max_position_embeddings",
+    "tie_word_embeddings",
+    "torch_dtype",
+)
 _DTYPES = ("float32", "float16", "bfloat16")
 
 
@@ -34,20 +45,31 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         """Reject shapes the kernels cannot run, naming the field and the source file."""
-        for name in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-                     "num_attention_heads", "num_key_value_heads", "max_position_embeddings"):
+        for name in (
+            "vocab_size",
+            "hidden_size",
+            "intermediate_size",
+            "num_hidden_layers",
+            "num_attention_heads",
+            "num_key_value_heads",
+            "max_position_embeddings",
+        ):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{self.source}: {name} must be >= 1, got {getattr(self, name)}")
         if self.head_dim == 0:
             if self.hidden_size % self.num_attention_heads:
-                raise ValueError(f"{self.source}: hidden_size {self.hidden_size} is not divisible by "
-                                 f"num_attention_heads {self.num_attention_heads}; set head_dim")
+                raise ValueError(
+                    f"{self.source}: hidden_size {self.hidden_size} is not divisible by "
+                    f"num_attention_heads {self.num_attention_heads}; set head_dim"
+                )
             object.__setattr__(self, "head_dim", self.hidden_size // self.num_attention_heads)
         if self.head_dim < 2 or self.head_dim % 2:
             raise ValueError(f"{self.source}: head_dim must be even and >= 2 (rotary), got {self.head_dim}")
         if self.num_attention_heads % self.num_key_value_heads:
-            raise ValueError(f"{self.source}: num_attention_heads {self.num_attention_heads} must be a "
-                             f"multiple of num_key_value_heads {self.num_key_value_heads}")
+            raise ValueError(
+                f"{self.source}: num_attention_heads {self.num_attention_heads} must be a "
+                f"multiple of num_key_value_heads {self.num_key_value_heads}"
+            )
         if self.rms_norm_eps <= 0 or self.rope_theta <= 0:
             raise ValueError(f"{self.source}: rms_norm_eps and rope_theta must be > 0")
         if self.torch_dtype not in _DTYPES:
@@ -79,9 +101,13 @@ class ModelConfig:
                 continue
             value = data[key]
             kind = kinds[key]
-            ok = (isinstance(value, bool) if kind == "bool" else
-                  isinstance(value, str) if kind == "str" else
-                  isinstance(value, (int, float)) and not isinstance(value, bool))
+            ok = (
+                isinstance(value, bool)
+                if kind == "bool"
+                else isinstance(value, str)
+                if kind == "str"
+                else isinstance(value, (int, float)) and not isinstance(value, bool)
+            )
             if not ok or (kind == "int" and int(value) != value):
                 raise ValueError(f"{source}: field {key!r} must be {kind}, got {value!r}")
             kwargs[key] = int(value) if kind == "int" else float(value) if kind == "float" else value
@@ -101,21 +127,54 @@ class ModelConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """The config.json form (what `from_dict` reads back)."""
-        return {k: getattr(self, k) for k in _HF_KEYS} | {"architectures": ["LlamaForCausalLM"],
-                                                          "model_type": "llama"}
+        return {k: getattr(self, k) for k in _HF_KEYS} | {
+            "architectures": ["LlamaForCausalLM"],
+            "model_type": "llama",
+        }
 
 
 # Shipped sizes: `tiny` runs a few dozen requests on a CPU in seconds; `small` is for a GPU sweep.
 PRESETS: dict[str, dict[str, Any]] = {
-    "tiny": dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                 num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=4096),
-    "mini": dict(vocab_size=2048, hidden_size=256, intermediate_size=704, num_hidden_layers=4,
-                 num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=8192),
-    "small": dict(vocab_size=32000, hidden_size=1024, intermediate_size=2816, num_hidden_layers=8,
-                  num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=8192),
-    "llama-1b": dict(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
-                     num_attention_heads=32, num_key_value_heads=8, head_dim=64, rope_theta=500000.0,
-                     max_position_embeddings=131072, tie_word_embeddings=True, torch_dtype="bfloat16"),
+    "tiny": dict(
+        vocab_size=512,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=4096,
+    ),
+    "mini": dict(
+        vocab_size=2048,
+        hidden_size=256,
+        intermediate_size=704,
+        num_hidden_layers=4,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        max_position_embeddings=8192,
+    ),
+    "small": dict(
+        vocab_size=32000,
+        hidden_size=1024,
+        intermediate_size=2816,
+        num_hidden_layers=8,
+        num_attention_heads=16,
+        num_key_value_heads=4,
+        max_position_embeddings=8192,
+    ),
+    "llama-1b": dict(
+        vocab_size=128256,
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=16,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=64,
+        rope_theta=500000.0,
+        max_position_embeddings=131072,
+        tie_word_embeddings=True,
+        torch_dtype="bfloat16",
+    ),
 }
 
 

@@ -103,14 +103,20 @@ class RealExecutor:
             self._anchor_time = time.perf_counter()
         if config.cpu_threads and not self.cuda:
             torch.set_num_threads(config.cpu_threads)
-        self._worker = (ThreadPoolExecutor(1, thread_name_prefix="schedsim-device")
-                        if config.cpu_worker_thread and not self.cuda else None)
+        self._worker = (
+            ThreadPoolExecutor(1, thread_name_prefix="schedsim-device")
+            if config.cpu_worker_thread and not self.cuda
+            else None
+        )
 
     @classmethod
     def from_config(cls, config: ExecutorConfig) -> RealExecutor:
         """Build the model (random weights, or a local checkpoint folder) and the executor."""
-        device = torch.device("cuda" if config.device == "cuda" or (
-            config.device == "auto" and torch.cuda.is_available()) else "cpu")
+        device = torch.device(
+            "cuda"
+            if config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
+            else "cpu"
+        )
         dtype = DTYPES[config.dtype] if config.dtype else (None if device.type == "cuda" else torch.float32)
         if _is_checkpoint(config.model):
             model = load_checkpoint(config.model, device=device, dtype=dtype)
@@ -120,8 +126,10 @@ class RealExecutor:
 
     def describe(self) -> str:
         """One line saying what runs where (the CLI prints it)."""
-        return (f"{self.model.cfg.num_params / 1e6:.2f}M-param model on {self.device} "
-                f"({self.model.dtype}), ops={self.ops.name}, KV {self.cache.nbytes / 2**20:.1f} MiB")
+        return (
+            f"{self.model.cfg.num_params / 1e6:.2f}M-param model on {self.device} "
+            f"({self.model.dtype}), ops={self.ops.name}, KV {self.cache.nbytes / 2**20:.1f} MiB"
+        )
 
     def launch(self, plan: StepPlan, requests: Mapping[str, Request]) -> StepHandle:
         """Prepare inputs on the host and start the step; returns without waiting for the device."""
@@ -164,8 +172,12 @@ class RealExecutor:
         for rid, tok in zip(handle.sample_req_ids, handle.tokens, strict=True):
             sampled[rid] = [int(tok)]
         handle.batch = None  # host buffers no longer needed
-        return StepResult(step_id=handle.step_id, sampled_token_ids=sampled,
-                          start_time=handle.launch_time, end_time=time.perf_counter())
+        return StepResult(
+            step_id=handle.step_id,
+            sampled_token_ids=sampled,
+            start_time=handle.launch_time,
+            end_time=time.perf_counter(),
+        )
 
     def warmup(self, num_tokens: int = 0) -> float:
         """Run a throwaway prefill and decode (compiles the Triton kernels on CUDA); returns seconds.
@@ -181,8 +193,14 @@ class RealExecutor:
         rid = req.request_id
         t0 = time.perf_counter()
         for ctx, num, new in ((0, n, [rid]), (n, 1, [])):
-            plan = StepPlan(step_id=-1, num_scheduled_tokens={rid: num}, total_num_scheduled_tokens=num,
-                            context_lens={rid: ctx}, block_ids={rid: blocks}, new_req_ids=new)
+            plan = StepPlan(
+                step_id=-1,
+                num_scheduled_tokens={rid: num},
+                total_num_scheduled_tokens=num,
+                context_lens={rid: ctx},
+                block_ids={rid: blocks},
+                new_req_ids=new,
+            )
             self.collect(self.launch(plan, {rid: req}))
         self.states.pop(rid, None)
         return time.perf_counter() - t0
@@ -204,11 +222,14 @@ class RealExecutor:
             host = torch.tensor(values, dtype=dtype)
             return host.pin_memory().to(self.device, non_blocking=True) if pin else host
 
-        meta = AttentionMetadata(up(batch.query_start_loc, torch.int32), up(batch.seq_lens, torch.int32),
-                                 up(tables, torch.int32), up(batch.slot_mapping, torch.int64),
-                                 max(b - a for a, b in zip(batch.query_start_loc[:-1],
-                                                           batch.query_start_loc[1:], strict=True)),
-                                 max(batch.seq_lens))
+        meta = AttentionMetadata(
+            up(batch.query_start_loc, torch.int32),
+            up(batch.seq_lens, torch.int32),
+            up(tables, torch.int32),
+            up(batch.slot_mapping, torch.int64),
+            max(b - a for a, b in zip(batch.query_start_loc[:-1], batch.query_start_loc[1:], strict=True)),
+            max(batch.seq_lens),
+        )
         return up(batch.input_ids, torch.int64), up(batch.positions, torch.int64), meta
 
     def _fill_placeholders(self, input_ids: torch.Tensor, batch: HostBatch) -> None:
@@ -221,7 +242,7 @@ class RealExecutor:
         for source, dst, rows in by_source.values():
             if dst == rows and dst == list(range(len(dst))):
                 # The batch is unchanged: one slice copy, as vLLM's common case.
-                input_ids[:len(dst)].copy_(source.sampled[:len(dst)], non_blocking=True)
+                input_ids[: len(dst)].copy_(source.sampled[: len(dst)], non_blocking=True)
                 self.num_fill_slices += 1
                 continue
             index = torch.tensor(rows, dtype=torch.int64)

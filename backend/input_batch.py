@@ -71,8 +71,10 @@ def _token_at(request: Request, state: RequestState, pos: int) -> int | PendingT
         return tok
     pending = state.pending.get(pos)
     if pending is None:
-        raise ValueError(f"request {request.request_id}: position {pos} is neither known "
-                         f"({request.num_tokens} tokens) nor a placeholder of this executor")
+        raise ValueError(
+            f"request {request.request_id}: position {pos} is neither known "
+            f"({request.num_tokens} tokens) nor a placeholder of this executor"
+        )
     tokens = pending.handle.tokens
     return pending if tokens is None else tokens[pending.row]
 
@@ -91,8 +93,10 @@ def _new_state(request: Request, limits: ModelLimits) -> RequestState:
     ids = request.prompt_token_ids or []
     bad = [t for t in ids if not 0 <= t < limits.vocab_size]
     if bad:
-        raise ValueError(f"request {request.request_id}: prompt token ids {bad[:4]} outside the model's "
-                         f"vocabulary 0..{limits.vocab_size - 1}")
+        raise ValueError(
+            f"request {request.request_id}: prompt token ids {bad[:4]} outside the model's "
+            f"vocabulary 0..{limits.vocab_size - 1}"
+        )
     return RequestState(request.request_id, request.num_tokens)
 
 
@@ -104,15 +108,21 @@ def _check_request(plan: StepPlan, rid: str, requests: Mapping[str, Request]) ->
     if request.prompt_token_ids is None:
         raise ValueError(f"request {rid}: the real backend needs prompt_token_ids (got only prompt_len)")
     if plan.spec_decode_tokens.get(rid):
-        raise ValueError(f"request {rid}: speculative decoding is not supported by the real backend "
-                         "(it has no drafter)")
+        raise ValueError(
+            f"request {rid}: speculative decoding is not supported by the real backend (it has no drafter)"
+        )
     if rid not in plan.context_lens or rid not in plan.block_ids:
         raise ValueError(f"step {plan.step_id}: plan lacks context_lens/block_ids for request {rid!r}")
     return request
 
 
-def prepare_batch(plan: StepPlan, requests: Mapping[str, Request], states: dict[str, RequestState],
-                  cache: PagedKVCache, limits: ModelLimits) -> HostBatch:
+def prepare_batch(
+    plan: StepPlan,
+    requests: Mapping[str, Request],
+    states: dict[str, RequestState],
+    cache: PagedKVCache,
+    limits: ModelLimits,
+) -> HostBatch:
     """Build the host batch; registers a new placeholder for every request that samples."""
     batch = HostBatch()
     for rid, n in plan.num_scheduled_tokens.items():
@@ -125,11 +135,15 @@ def prepare_batch(plan: StepPlan, requests: Mapping[str, Request], states: dict[
         state.sync(request)
         start, end = plan.context_lens[rid], plan.context_lens[rid] + n
         if end > state.next_pos:
-            raise ValueError(f"request {rid}: step {plan.step_id} computes up to position {end - 1} but only "
-                             f"{state.next_pos} tokens exist (context {start}, {n} scheduled)")
+            raise ValueError(
+                f"request {rid}: step {plan.step_id} computes up to position {end - 1} but only "
+                f"{state.next_pos} tokens exist (context {start}, {n} scheduled)"
+            )
         if end > limits.max_positions:
-            raise ValueError(f"request {rid}: position {end - 1} is beyond the model's "
-                             f"max_position_embeddings {limits.max_positions}")
+            raise ValueError(
+                f"request {rid}: position {end - 1} is beyond the model's "
+                f"max_position_embeddings {limits.max_positions}"
+            )
         table = list(plan.block_ids[rid])
         cache.check_table(rid, table, end)
         for pos in range(start, end):

@@ -14,11 +14,18 @@ class PagedKVCache:
     read by every request whose table names it, so cached context is real memory, not a count.
     """
 
-    def __init__(self, cfg: ModelConfig, num_blocks: int, block_size: int,
-                 device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> None:
+    def __init__(
+        self,
+        cfg: ModelConfig,
+        num_blocks: int,
+        block_size: int,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
         if num_blocks < 2:
-            raise ValueError(f"PagedKVCache.num_blocks must be >= 2 (block 0 is the null block), "
-                             f"got {num_blocks}")
+            raise ValueError(
+                f"PagedKVCache.num_blocks must be >= 2 (block 0 is the null block), got {num_blocks}"
+            )
         if block_size < 1:
             raise ValueError(f"PagedKVCache.block_size must be >= 1, got {block_size}")
         self.num_blocks = num_blocks
@@ -26,7 +33,8 @@ class PagedKVCache:
         shape = (num_blocks, block_size, cfg.num_key_value_heads, cfg.head_dim)
         self.layers: list[tuple[torch.Tensor, torch.Tensor]] = [
             (torch.zeros(shape, dtype=dtype, device=device), torch.zeros(shape, dtype=dtype, device=device))
-            for _ in range(cfg.num_hidden_layers)]
+            for _ in range(cfg.num_hidden_layers)
+        ]
 
     @property
     def nbytes(self) -> int:
@@ -46,9 +54,13 @@ class PagedKVCache:
         """Raise, naming the request, unless the table covers num_tokens with real blocks."""
         need = -(-num_tokens // self.block_size)
         if len(block_table) < need:
-            raise ValueError(f"request {request_id}: block table has {len(block_table)} blocks, "
-                             f"{num_tokens} tokens need {need} (block_size {self.block_size})")
+            raise ValueError(
+                f"request {request_id}: block table has {len(block_table)} blocks, "
+                f"{num_tokens} tokens need {need} (block_size {self.block_size})"
+            )
         bad = [b for b in block_table[:need] if not 1 <= b < self.num_blocks]
         if bad:
-            raise ValueError(f"request {request_id}: block ids {bad} outside 1..{self.num_blocks - 1} "
-                             "(block 0 is the null block)")
+            raise ValueError(
+                f"request {request_id}: block ids {bad} outside 1..{self.num_blocks - 1} "
+                "(block 0 is the null block)"
+            )

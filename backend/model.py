@@ -35,24 +35,36 @@ class DecoderLayer(nn.Module):
 class LlamaModel(nn.Module):
     """Weights and two forwards: the paged one the executor runs, and a dense one for validation."""
 
-    def __init__(self, cfg: ModelConfig, device: torch.device | str = "cpu",
-                 dtype: torch.dtype | None = None) -> None:
+    def __init__(
+        self, cfg: ModelConfig, device: torch.device | str = "cpu", dtype: torch.dtype | None = None
+    ) -> None:
         super().__init__()
         self.cfg = cfg
         device = torch.device(device)
         self.dtype = dtype or DTYPES[cfg.torch_dtype]
-        self.embed_tokens = nn.Parameter(torch.empty(cfg.vocab_size, cfg.hidden_size, dtype=self.dtype,
-                                                     device=device), requires_grad=False)
-        self.layers = nn.ModuleList(DecoderLayer(cfg, self.dtype, device)
-                                    for _ in range(cfg.num_hidden_layers))
-        self.norm = nn.Parameter(torch.empty(cfg.hidden_size, dtype=self.dtype, device=device),
-                                 requires_grad=False)
-        self.lm_head = self.embed_tokens if cfg.tie_word_embeddings else nn.Parameter(
-            torch.empty(cfg.vocab_size, cfg.hidden_size, dtype=self.dtype, device=device),
-            requires_grad=False)
-        self.register_buffer("cos_sin", rotary_cos_sin(cfg.head_dim, cfg.max_position_embeddings,
-                                                       cfg.rope_theta).to(device), persistent=False)
-        self.scale = cfg.head_dim ** -0.5
+        self.embed_tokens = nn.Parameter(
+            torch.empty(cfg.vocab_size, cfg.hidden_size, dtype=self.dtype, device=device), requires_grad=False
+        )
+        self.layers = nn.ModuleList(
+            DecoderLayer(cfg, self.dtype, device) for _ in range(cfg.num_hidden_layers)
+        )
+        self.norm = nn.Parameter(
+            torch.empty(cfg.hidden_size, dtype=self.dtype, device=device), requires_grad=False
+        )
+        self.lm_head = (
+            self.embed_tokens
+            if cfg.tie_word_embeddings
+            else nn.Parameter(
+                torch.empty(cfg.vocab_size, cfg.hidden_size, dtype=self.dtype, device=device),
+                requires_grad=False,
+            )
+        )
+        self.register_buffer(
+            "cos_sin",
+            rotary_cos_sin(cfg.head_dim, cfg.max_position_embeddings, cfg.rope_theta).to(device),
+            persistent=False,
+        )
+        self.scale = cfg.head_dim**-0.5
 
     @property
     def device(self) -> torch.device:
@@ -64,13 +76,21 @@ class LlamaModel(nn.Module):
         c = self.cfg
         nq, nk, d = c.num_attention_heads * c.head_dim, c.num_key_value_heads * c.head_dim, c.head_dim
         q, k, v = qkv.split([nq, nk, nk], dim=-1)
-        return (q.reshape(-1, c.num_attention_heads, d), k.reshape(-1, c.num_key_value_heads, d),
-                v.reshape(-1, c.num_key_value_heads, d))
+        return (
+            q.reshape(-1, c.num_attention_heads, d),
+            k.reshape(-1, c.num_key_value_heads, d),
+            v.reshape(-1, c.num_key_value_heads, d),
+        )
 
     @torch.inference_mode()
-    def forward(self, input_ids: torch.Tensor, positions: torch.Tensor,
-                kv_caches: list[tuple[torch.Tensor, torch.Tensor]], meta: AttentionMetadata,
-                ops: Ops) -> torch.Tensor:
+    def forward(
+        self,
+        input_ids: torch.Tensor,
+        positions: torch.Tensor,
+        kv_caches: list[tuple[torch.Tensor, torch.Tensor]],
+        meta: AttentionMetadata,
+        ops: Ops,
+    ) -> torch.Tensor:
         """Hidden states [T, H] of a flat mixed batch; writes the new tokens' K/V into the cache."""
         x = F.embedding(input_ids, self.embed_tokens)
         residual: torch.Tensor | None = None
@@ -112,15 +132,17 @@ class LlamaModel(nn.Module):
             q, k = rope(q), rope(k)
             k = k.repeat_interleave(c.num_queries_per_kv, 1)
             v = v.repeat_interleave(c.num_queries_per_kv, 1)
-            attn = F.scaled_dot_product_attention(q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1),
-                                                  attn_mask=causal, scale=self.scale)
+            attn = F.scaled_dot_product_attention(
+                q.transpose(0, 1), k.transpose(0, 1), v.transpose(0, 1), attn_mask=causal, scale=self.scale
+            )
             x = x + attn.transpose(0, 1).reshape(seq, -1) @ layer.o_proj.float().T
             gate, up = (norm(x, layer.post_attention_layernorm) @ layer.gate_up_proj.float().T).chunk(2, -1)
             x = x + (F.silu(gate) * up) @ layer.down_proj.float().T
         return norm(x, self.norm) @ self.lm_head.float().T
 
-    def greedy_reference(self, prompt: list[int], max_tokens: int,
-                         eos_token_id: int | None = None) -> list[int]:
+    def greedy_reference(
+        self, prompt: list[int], max_tokens: int, eos_token_id: int | None = None
+    ) -> list[int]:
         """Greedy continuation by re-running the dense forward on the whole sequence each token."""
         tokens = list(prompt)
         out: list[int] = []

@@ -32,7 +32,7 @@ class SamplingConfig:
 def _row_seed(seed: int, request_id: str, position: int) -> int:
     """A stable 63-bit seed per sampled position, so batching, chunking, async mode and
     preemption-recompute never change which token a request draws."""
-    return zlib.crc32(f"{seed}:{request_id}:{position}".encode()) * 2654435761 % (2 ** 63)
+    return zlib.crc32(f"{seed}:{request_id}:{position}".encode()) * 2654435761 % (2**63)
 
 
 def top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
@@ -45,12 +45,15 @@ def top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     return torch.zeros_like(probs).scatter_(-1, order, sorted_p)
 
 
-def sample(logits: torch.Tensor, request_ids: list[str], positions: list[int],
-           cfg: SamplingConfig) -> torch.Tensor:
+def sample(
+    logits: torch.Tensor, request_ids: list[str], positions: list[int], cfg: SamplingConfig
+) -> torch.Tensor:
     """Token ids [N] (int64, on the logits' device) for N rows of fp32 logits; never syncs when greedy."""
     if logits.shape[0] != len(request_ids) or len(request_ids) != len(positions):
-        raise ValueError(f"sample: {logits.shape[0]} logit rows, {len(request_ids)} request ids, "
-                         f"{len(positions)} positions")
+        raise ValueError(
+            f"sample: {logits.shape[0]} logit rows, {len(request_ids)} request ids, "
+            f"{len(positions)} positions"
+        )
     if cfg.greedy or logits.shape[0] == 0:
         return logits.argmax(dim=-1)
     probs = top_p_filter(torch.softmax(logits.float() / cfg.temperature, dim=-1), cfg.top_p)

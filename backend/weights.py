@@ -24,13 +24,13 @@ def init_random_(model: LlamaModel, seed: int = 0) -> LlamaModel:
         for layer in model.layers:
             layer.input_layernorm.fill_(1.0)
             layer.post_attention_layernorm.fill_(1.0)
-            fill(layer.qkv_proj, cfg.hidden_size ** -0.5)
+            fill(layer.qkv_proj, cfg.hidden_size**-0.5)
             fill(layer.o_proj, (cfg.num_attention_heads * cfg.head_dim) ** -0.5)
-            fill(layer.gate_up_proj, cfg.hidden_size ** -0.5)
-            fill(layer.down_proj, cfg.intermediate_size ** -0.5)
+            fill(layer.gate_up_proj, cfg.hidden_size**-0.5)
+            fill(layer.down_proj, cfg.intermediate_size**-0.5)
         model.norm.fill_(1.0)
         if not cfg.tie_word_embeddings:
-            fill(model.lm_head, 2.0 * cfg.hidden_size ** -0.5)
+            fill(model.lm_head, 2.0 * cfg.hidden_size**-0.5)
     return model
 
 
@@ -46,12 +46,17 @@ def hf_state_dict(model: LlamaModel) -> dict[str, torch.Tensor]:
         p = f"model.layers.{i}."
         q, k, v = layer.qkv_proj.split([nq, nk, nk])
         gate, up = layer.gate_up_proj.chunk(2)
-        out |= {p + "input_layernorm.weight": layer.input_layernorm,
-                p + "post_attention_layernorm.weight": layer.post_attention_layernorm,
-                p + "self_attn.q_proj.weight": q, p + "self_attn.k_proj.weight": k,
-                p + "self_attn.v_proj.weight": v, p + "self_attn.o_proj.weight": layer.o_proj,
-                p + "mlp.gate_proj.weight": gate, p + "mlp.up_proj.weight": up,
-                p + "mlp.down_proj.weight": layer.down_proj}
+        out |= {
+            p + "input_layernorm.weight": layer.input_layernorm,
+            p + "post_attention_layernorm.weight": layer.post_attention_layernorm,
+            p + "self_attn.q_proj.weight": q,
+            p + "self_attn.k_proj.weight": k,
+            p + "self_attn.v_proj.weight": v,
+            p + "self_attn.o_proj.weight": layer.o_proj,
+            p + "mlp.gate_proj.weight": gate,
+            p + "mlp.up_proj.weight": up,
+            p + "mlp.down_proj.weight": layer.down_proj,
+        }
     return {k: v.detach().contiguous().cpu() for k, v in out.items()}
 
 
@@ -78,8 +83,9 @@ def _checkpoint_files(folder: Path) -> list[Path]:
     return files
 
 
-def load_checkpoint(folder: str | Path, device: torch.device | str = "cpu",
-                    dtype: torch.dtype | None = None) -> LlamaModel:
+def load_checkpoint(
+    folder: str | Path, device: torch.device | str = "cpu", dtype: torch.dtype | None = None
+) -> LlamaModel:
     """Build the model from a local folder with config.json and safetensors weights, strictly.
 
     Every expected tensor must be present with its exact shape; unknown tensors are an error
@@ -102,8 +108,10 @@ def load_checkpoint(folder: str | Path, device: torch.device | str = "cpu",
                     raise ValueError(f"{path}: unexpected tensor {name!r} for a Llama model")
                 tensor = f.get_tensor(name)
                 if name in expected and tuple(tensor.shape) != tuple(expected[name].shape):
-                    raise ValueError(f"{path}: tensor {name!r} has shape {tuple(tensor.shape)}, "
-                                     f"config {folder / 'config.json'} implies {tuple(expected[name].shape)}")
+                    raise ValueError(
+                        f"{path}: tensor {name!r} has shape {tuple(tensor.shape)}, "
+                        f"config {folder / 'config.json'} implies {tuple(expected[name].shape)}"
+                    )
                 loaded[name] = tensor
     missing = sorted(set(expected) - set(loaded))
     if missing:
@@ -129,8 +137,9 @@ def _assign(model: LlamaModel, w: dict[str, torch.Tensor]) -> None:
             layer.down_proj.copy_(w[p + "mlp.down_proj.weight"])
 
 
-def build_model(cfg: ModelConfig, seed: int = 0, device: torch.device | str = "cpu",
-                dtype: torch.dtype | None = None) -> LlamaModel:
+def build_model(
+    cfg: ModelConfig, seed: int = 0, device: torch.device | str = "cpu", dtype: torch.dtype | None = None
+) -> LlamaModel:
     """A randomly initialised model (the default: no weights can be downloaded)."""
     model = LlamaModel(cfg, device="cpu", dtype=dtype)
     init_random_(model, seed)

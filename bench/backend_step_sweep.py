@@ -24,22 +24,35 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="CPU intra-op threads")
     parser.add_argument("--out", default=None, help="write the measured steps as CSV")
     args = parser.parse_args()
-    ex = RealExecutor.from_config(ExecutorConfig(model=args.model, block_size=16, num_blocks=1200,
-                                                 ops=args.ops, cpu_threads=args.threads))
+    ex = RealExecutor.from_config(
+        ExecutorConfig(
+            model=args.model, block_size=16, num_blocks=1200, ops=args.ops, cpu_threads=args.threads
+        )
+    )
     print(f"{ex.describe()}; warmup {ex.warmup():.2f}s")
-    grid = CalibrationGrid(prefill_tokens=(0, 16, 64, 256), prefill_context=(0, 256),
-                           num_decodes=(0, 1, 4, 16), decode_context=(32, 256), repeats=3)
+    grid = CalibrationGrid(
+        prefill_tokens=(0, 16, 64, 256),
+        prefill_context=(0, 256),
+        num_decodes=(0, 1, 4, 16),
+        decode_context=(32, 256),
+        repeats=3,
+    )
     t0 = time.perf_counter()
     df = measure_steps(ex, grid)
     print(f"{len(df)} shapes in {time.perf_counter() - t0:.1f}s")
     view = df.assign(step_ms=df.step_time_s * 1e3)
-    print(view[["prefill_tokens", "prefill_context", "decode_count", "decode_context", "step_ms"]]
-          .to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    print(
+        view[["prefill_tokens", "prefill_context", "decode_count", "decode_context", "step_ms"]].to_string(
+            index=False, float_format=lambda v: f"{v:.2f}"
+        )
+    )
     fit = fit_step_model(df, model=args.model, gpu=str(ex.device))
     fe, cv = fit["fit_error"], fit["cv_error"]
     print("fitted:", {k: f"{v:.3g}" for k, v in fit["coefficients"].items()})
-    print(f"fit error median/p90 {fe['median_rel_err']:.1%}/{fe['p90_rel_err']:.1%}; "
-          f"held-out {cv['median_rel_err']:.1%}/{cv['p90_rel_err']:.1%}")
+    print(
+        f"fit error median/p90 {fe['median_rel_err']:.1%}/{fe['p90_rel_err']:.1%}; "
+        f"held-out {cv['median_rel_err']:.1%}/{cv['p90_rel_err']:.1%}"
+    )
     if args.out:
         df.to_csv(args.out, index=False)
         print(f"wrote {args.out}")

@@ -21,8 +21,10 @@ import subprocess
 import sys
 import time
 
-GEN_SPEC = ("gen:process=poisson,rate={rate},requests={n},prompt_mean=512,prompt_cv=1,"
-            "output_mean=192,output_cv=1,seed=0")
+GEN_SPEC = (
+    "gen:process=poisson,rate={rate},requests={n},prompt_mean=512,prompt_cv=1,"
+    "output_mean=192,output_cv=1,seed=0"
+)
 
 
 def run_one(trace: str, policy: str, max_requests: int | None, fast_forward: bool | None) -> dict:
@@ -35,18 +37,33 @@ def run_one(trace: str, policy: str, max_requests: int | None, fast_forward: boo
     res = simulate(cfg)
     wall, cpu = time.perf_counter() - w0, time.process_time() - c0
     s = res.summary
-    return {"trace": trace[:48], "fast_forward": fast_forward, "requests": int(s["num_requests"]),
-            "finished": int(s["num_finished"]), "steps": int(s["num_steps"]),
-            "wall_s": round(wall, 2), "cpu_s": round(cpu, 2),
-            "steps_per_cpu_s": round(s["num_steps"] / cpu), "steps_per_wall_s": round(s["num_steps"] / wall),
-            "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2, 3),
-            "mean_ttft_ms": round(float(s["mean_ttft_ms"]), 3)}
+    return {
+        "trace": trace[:48],
+        "fast_forward": fast_forward,
+        "requests": int(s["num_requests"]),
+        "finished": int(s["num_finished"]),
+        "steps": int(s["num_steps"]),
+        "wall_s": round(wall, 2),
+        "cpu_s": round(cpu, 2),
+        "steps_per_cpu_s": round(s["num_steps"] / cpu),
+        "steps_per_wall_s": round(s["num_steps"] / wall),
+        "peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2, 3),
+        "mean_ttft_ms": round(float(s["mean_ttft_ms"]), 3),
+    }
 
 
 def _child(trace: str, policy: str, max_requests: int | None, ff: bool | None) -> dict:
     """Run `run_one` in a fresh interpreter (peak memory of that run only)."""
-    args = [sys.executable, __file__, "--child", trace, "--policy", policy,
-            "--ff", "none" if ff is None else str(int(ff))]
+    args = [
+        sys.executable,
+        __file__,
+        "--child",
+        trace,
+        "--policy",
+        policy,
+        "--ff",
+        "none" if ff is None else str(int(ff)),
+    ]
     if max_requests is not None:
         args += ["--max-requests", str(max_requests)]
     out = subprocess.run(args, check=True, capture_output=True, text=True).stdout
@@ -76,8 +93,10 @@ def main() -> None:
         ff = None if args.ff == "none" else bool(int(args.ff))
         print(json.dumps(run_one(args.child, args.policy, args.max_requests, ff)))
         return
-    print(f"machine: {platform.machine()} x{len(os.sched_getaffinity(0))} cores, Python "
-          f"{platform.python_version()}, load average {os.getloadavg()[0]:.1f} at start")
+    print(
+        f"machine: {platform.machine()} x{len(os.sched_getaffinity(0))} cores, Python "
+        f"{platform.python_version()}, load average {os.getloadavg()[0]:.1f} at start"
+    )
     runs = [] if args.no_default else [("azure-conv-2023", args.max_requests)]
     if args.generated:
         runs.append((GEN_SPEC.format(rate=args.gen_rate, n=args.generated), None))

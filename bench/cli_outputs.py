@@ -10,9 +10,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from schedsim.run.config import RunConfig
 from schedsim.outputs.files import write_run
 from schedsim.outputs.plots import write_run_plots
+from schedsim.run.config import RunConfig
 from schedsim.run.simulate import simulate
 
 

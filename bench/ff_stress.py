@@ -8,6 +8,7 @@ engines and every policy that jumps. Prints one line per difference (seed and co
 configurations the policy rejects (e.g. orca/static need max_num_batched_tokens >=
 max_model_len), and a summary line.
 """
+
 import json
 import random
 import sys
@@ -19,28 +20,46 @@ from schedsim import RunConfig, simulate
 
 def wl_spec(rng: random.Random, path: str) -> str:
     """A random session/short-request workload spec written to `path`."""
-    classes = [{"name": "chat", "weight": 2,
-                "prompt": {"dist": "lognormal", "mean": rng.choice([64, 300, 900]), "cv": 1.0},
-                "output": {"dist": "lognormal", "mean": rng.choice([20, 80, 250]), "cv": 1.0},
-                "turns": {"dist": "uniform", "low": 1, "high": 4}, "think_time_s": rng.choice([0.2, 2.0]),
-                "system_prompt_tokens": rng.choice([0, 64, 500]), "system_prompts": rng.choice([1, 3])},
-               {"name": "short", "weight": 1, "prompt": {"dist": "lognormal", "mean": 100, "cv": 0.5},
-                "output": {"dist": "lognormal", "mean": rng.choice([5, 40]), "cv": 1.0},
-                "priority": rng.choice([0, 1])}]
+    classes = [
+        {
+            "name": "chat",
+            "weight": 2,
+            "prompt": {"dist": "lognormal", "mean": rng.choice([64, 300, 900]), "cv": 1.0},
+            "output": {"dist": "lognormal", "mean": rng.choice([20, 80, 250]), "cv": 1.0},
+            "turns": {"dist": "uniform", "low": 1, "high": 4},
+            "think_time_s": rng.choice([0.2, 2.0]),
+            "system_prompt_tokens": rng.choice([0, 64, 500]),
+            "system_prompts": rng.choice([1, 3]),
+        },
+        {
+            "name": "short",
+            "weight": 1,
+            "prompt": {"dist": "lognormal", "mean": 100, "cv": 0.5},
+            "output": {"dist": "lognormal", "mean": rng.choice([5, 40]), "cv": 1.0},
+            "priority": rng.choice([0, 1]),
+        },
+    ]
     proc = rng.choice(["poisson", "gamma"])
     arrival = {"process": proc, "rate": rng.choice([1.0, 4.0, 12.0])}
     if proc == "gamma":
         arrival["cv"] = 2.0
-    spec = {"arrival": arrival,
-            "classes": classes, "num_requests": rng.choice([40, 120]), "seed": rng.randrange(1000)}
+    spec = {
+        "arrival": arrival,
+        "classes": classes,
+        "num_requests": rng.choice([40, 120]),
+        "seed": rng.randrange(1000),
+    }
     json.dump(spec, open(path, "w"))
     return path
 
+
 def trtllm_options(rng: random.Random) -> dict:
     """TensorRT-LLM knobs: look-ahead reservations, chunking, batch caps, LoRA pages, micro-batches."""
-    opts: dict = {"two_step_lookahead": rng.random() < 0.4,
-                  "enable_prefix_aware_scheduling": rng.random() < 0.7,
-                  "chunking_policy": rng.choice(["first-come-first-served", "equal-progress", "force-chunk"])}
+    opts: dict = {
+        "two_step_lookahead": rng.random() < 0.4,
+        "enable_prefix_aware_scheduling": rng.random() < 0.7,
+        "chunking_policy": rng.choice(["first-come-first-served", "equal-progress", "force-chunk"]),
+    }
     if rng.random() < 0.3:
         opts["max_batch_size"] = rng.choice([2, 8, 32])
     if rng.random() < 0.2:
@@ -53,17 +72,41 @@ def trtllm_options(rng: random.Random) -> dict:
 def one(seed: int, tmp: str) -> int | str:
     """Steps jumped, or a line describing a difference."""
     rng = random.Random(seed)
-    policy = rng.choice(["vllm", "vllm-async", "vllm", "vllm-async", "orca", "sarathi", "static",
-                         "sglang-overlap", "sglang-overlap", "trtllm:max-requests",
-                         "trtllm:guaranteed-no-evict", "trtllm:static-batch", "trtllm:max-utilization",
-                         "trtllm:max-utilization"])
-    kw = dict(policy=policy, trace=wl_spec(rng, f"{tmp}/w{seed % 8}.json"), seed=seed,
-              block_size=rng.choice([8, 16, 32]), enable_prefix_caching=rng.random() < 0.8,
-              max_tokens_source=rng.choice(["output", "cap"]), record_itl=True)
+    policy = rng.choice(
+        [
+            "vllm",
+            "vllm-async",
+            "vllm",
+            "vllm-async",
+            "orca",
+            "sarathi",
+            "static",
+            "sglang-overlap",
+            "sglang-overlap",
+            "trtllm:max-requests",
+            "trtllm:guaranteed-no-evict",
+            "trtllm:static-batch",
+            "trtllm:max-utilization",
+            "trtllm:max-utilization",
+        ]
+    )
+    kw = dict(
+        policy=policy,
+        trace=wl_spec(rng, f"{tmp}/w{seed % 8}.json"),
+        seed=seed,
+        block_size=rng.choice([8, 16, 32]),
+        enable_prefix_caching=rng.random() < 0.8,
+        max_tokens_source=rng.choice(["output", "cap"]),
+        record_itl=True,
+    )
     if rng.random() < 0.6:
         blocks = rng.choice([200, 400, 1000])
-        kw.update(num_gpu_blocks=blocks, max_model_len=min(4096, (blocks - 1) * kw["block_size"]),
-                  max_num_seqs=rng.choice([4, 16, 64]), max_num_batched_tokens=rng.choice([256, 1024, 4096]))
+        kw.update(
+            num_gpu_blocks=blocks,
+            max_model_len=min(4096, (blocks - 1) * kw["block_size"]),
+            max_num_seqs=rng.choice([4, 16, 64]),
+            max_num_batched_tokens=rng.choice([256, 1024, 4096]),
+        )
     if rng.random() < 0.3:
         kw.update(abort_fraction=0.2, abort_window_s=rng.choice([0.5, 5.0]))
     if rng.random() < 0.2 and policy.startswith("vllm"):
@@ -91,6 +134,7 @@ def one(seed: int, tmp: str) -> int | str:
         return f"seed {seed}: summary differs; cfg {kw}"
     return res[1].summary["fast_forward_steps"]
 
+
 def main() -> None:
     """Run configurations from FIRST_SEED for SECONDS seconds."""
     start = int(sys.argv[1]) if len(sys.argv) > 1 else 0
@@ -108,8 +152,10 @@ def main() -> None:
             else:
                 jumped += r
             n += 1
-    print(f"{n} configurations ({rejected} rejected by their policy), {diffs} differences, "
-          f"{jumped} steps jumped in total")
+    print(
+        f"{n} configurations ({rejected} rejected by their policy), {diffs} differences, "
+        f"{jumped} steps jumped in total"
+    )
 
 
 if __name__ == "__main__":

@@ -39,14 +39,20 @@ def sweep(quick: bool) -> None:
     from schedsim.backend.calibrate import CalibrationGrid, measure_steps
     from schedsim.latency.fitted import fit_step_model
 
-    grid = CalibrationGrid(prefill_tokens=(0, 128, 512) if quick else (0, 64, 256, 1024, 2048),
-                           prefill_context=(0, 1024),
-                           num_decodes=(0, 8, 64) if quick else (0, 1, 16, 64, 256),
-                           decode_context=(128, 1024) if quick else (128, 2048), repeats=5)
+    grid = CalibrationGrid(
+        prefill_tokens=(0, 128, 512) if quick else (0, 64, 256, 1024, 2048),
+        prefill_context=(0, 1024),
+        num_decodes=(0, 8, 64) if quick else (0, 1, 16, 64, 256),
+        decode_context=(128, 1024) if quick else (128, 2048),
+        repeats=5,
+    )
     frames = {}
     for ops in ("triton", "torch"):
-        ex = RealExecutor.from_config(ExecutorConfig(model="small", block_size=16, num_blocks=40000,
-                                                     device="cuda", dtype="float16", ops=ops))
+        ex = RealExecutor.from_config(
+            ExecutorConfig(
+                model="small", block_size=16, num_blocks=40000, device="cuda", dtype="float16", ops=ops
+            )
+        )
         print(f"[{ops}] {ex.describe()}; warmup {ex.warmup():.2f}s", flush=True)
         t0 = time.perf_counter()
         frames[ops] = measure_steps(ex, grid)
@@ -57,14 +63,23 @@ def sweep(quick: bool) -> None:
     table["torch_step_ms"] = frames["torch"].step_time_s * 1e3
     table["triton_step_ms"] = table.pop("step_time_s") * 1e3
     table["speedup"] = table.torch_step_ms / table.triton_step_ms
-    cols = ["prefill_tokens", "prefill_context", "decode_count", "decode_context", "triton_step_ms",
-            "torch_step_ms", "speedup"]
+    cols = [
+        "prefill_tokens",
+        "prefill_context",
+        "decode_count",
+        "decode_context",
+        "triton_step_ms",
+        "torch_step_ms",
+        "speedup",
+    ]
     print(table[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     fit = fit_step_model(frames["triton"], model="small", gpu=torch.cuda.get_device_name())
     print("fitted whole-step model (triton):", fit["coefficients"])
     fe, cv = fit["fit_error"], fit["cv_error"]
-    print(f"  in-sample median/p90 {fe['median_rel_err']:.1%}/{fe['p90_rel_err']:.1%}; "
-          f"held-out {cv['median_rel_err']:.1%}/{cv['p90_rel_err']:.1%}")
+    print(
+        f"  in-sample median/p90 {fe['median_rel_err']:.1%}/{fe['p90_rel_err']:.1%}; "
+        f"held-out {cv['median_rel_err']:.1%}/{cv['p90_rel_err']:.1%}"
+    )
     out = ROOT / "runs" / "gpu_check_steps.csv"
     out.parent.mkdir(parents=True, exist_ok=True)
     frames["triton"].to_csv(out, index=False)

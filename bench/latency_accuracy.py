@@ -25,18 +25,34 @@ from schedsim.latency.profiles import shipped_profiles
 # docs.nvidia.com/nemo-framework/user-guide/latest/performance/llama.html, "Llama-2 Results,
 # Inference Performance, Configuration 1: Chatbot Conversation" (input 128, output 20 tokens):
 # average latency in ms, (tp, batch) -> (A100 80GB SXM4, H100 80GB HBM3).
-NEMO_LLAMA2_7B = {(1, 1): (234.0, 153.8), (1, 2): (249.6, 160.8), (1, 4): (272.6, 174.8),
-                  (1, 8): (329.5, 199.2), (2, 1): (171.7, 128.6), (2, 2): (180.3, 132.0),
-                  (2, 4): (202.9, 137.9), (2, 8): (237.6, 156.2), (4, 1): (143.7, 107.4),
-                  (4, 2): (149.9, 114.0), (4, 4): (165.2, 120.4), (4, 8): (196.4, 134.6),
-                  (8, 1): (136.5, 97.6), (8, 2): (143.3, 109.1), (8, 4): (158.6, 116.2),
-                  (8, 8): (181.9, 129.1)}
+NEMO_LLAMA2_7B = {
+    (1, 1): (234.0, 153.8),
+    (1, 2): (249.6, 160.8),
+    (1, 4): (272.6, 174.8),
+    (1, 8): (329.5, 199.2),
+    (2, 1): (171.7, 128.6),
+    (2, 2): (180.3, 132.0),
+    (2, 4): (202.9, 137.9),
+    (2, 8): (237.6, 156.2),
+    (4, 1): (143.7, 107.4),
+    (4, 2): (149.9, 114.0),
+    (4, 4): (165.2, 120.4),
+    (4, 8): (196.4, 134.6),
+    (8, 1): (136.5, 97.6),
+    (8, 2): (143.3, 109.1),
+    (8, 4): (158.6, 116.2),
+    (8, 8): (181.9, 129.1),
+}
 
 
 # github.com/NVIDIA/TensorRT-LLM docs/source/performance.md @138f96d, "Low Latency" (TensorRT-LLM
 # v0.5), A100 GPUs (FP16), batch 1: 1st-token latency in ms by (model, tp, input length).
-TRTLLM_A100_FIRST_TOKEN = {("llama-2-7b", 1, 128): 16, ("llama-2-7b", 1, 2048): 133,
-                           ("llama-2-70b", 4, 128): 47, ("llama-2-70b", 4, 2048): 377}
+TRTLLM_A100_FIRST_TOKEN = {
+    ("llama-2-7b", 1, 128): 16,
+    ("llama-2-7b", 1, 2048): 133,
+    ("llama-2-70b", 4, 128): 47,
+    ("llama-2-70b", 4, 2048): 377,
+}
 
 
 def markdown(df: pd.DataFrame) -> str:
@@ -44,21 +60,24 @@ def markdown(df: pd.DataFrame) -> str:
     cols = list(df.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in df.itertuples(index=False):
-        cells = [f"{v:.1%}" if isinstance(v, float) and c.endswith("err") else
-                 (f"{v:.1f}" if isinstance(v, float) else str(v)) for c, v in zip(cols, row,
-                                                                                  strict=True)]
+        cells = [
+            f"{v:.1%}"
+            if isinstance(v, float) and c.endswith("err")
+            else (f"{v:.1f}" if isinstance(v, float) else str(v))
+            for c, v in zip(cols, row, strict=True)
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def request_latency(model: str, gpu: str, tp: int, batch: int, prompt: int = 128,
-                    output: int = 20, kind: str = "auto") -> tuple[float, float]:
+def request_latency(
+    model: str, gpu: str, tp: int, batch: int, prompt: int = 128, output: int = 20, kind: str = "auto"
+) -> tuple[float, float]:
     """One prefill of `batch` prompts, then output-1 decode steps: (GPU time, CPU-model time of
     a synchronous engine's phases for the same steps)."""
     lm, cpu = make_latency_model(model, gpu, tp, kind), CpuCostModel()
     gpu_s = lm.step_time(StepShape(prefills=[(prompt, 0)] * batch))
-    gpu_s += sum(lm.step_time(StepShape(decodes=[(prompt + i, 0)] * batch))
-                 for i in range(output - 1))
+    gpu_s += sum(lm.step_time(StepShape(decodes=[(prompt + i, 0)] * batch)) for i in range(output - 1))
     cpu_s = cpu.step_total(batch, batch * prompt) + (output - 1) * cpu.step_total(batch, batch)
     return gpu_s, cpu_s
 
@@ -68,10 +87,18 @@ def published_check() -> pd.DataFrame:
     for (tp, b), (a100, h100) in NEMO_LLAMA2_7B.items():
         for gpu, pub in (("a100-80gb", a100), ("h100-sxm", h100)):
             gpu_s, cpu_s = request_latency("llama-2-7b", gpu, tp, b)
-            rows.append({"gpu": gpu, "tp": tp, "batch": b, "published_ms": pub,
-                         "gpu_ms": gpu_s * 1e3, "gpu_signed_err": gpu_s * 1e3 / pub - 1,
-                         "gpu_cpu_ms": (gpu_s + cpu_s) * 1e3,
-                         "gpu_cpu_signed_err": (gpu_s + cpu_s) * 1e3 / pub - 1})
+            rows.append(
+                {
+                    "gpu": gpu,
+                    "tp": tp,
+                    "batch": b,
+                    "published_ms": pub,
+                    "gpu_ms": gpu_s * 1e3,
+                    "gpu_signed_err": gpu_s * 1e3 / pub - 1,
+                    "gpu_cpu_ms": (gpu_s + cpu_s) * 1e3,
+                    "gpu_cpu_signed_err": (gpu_s + cpu_s) * 1e3 / pub - 1,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -82,29 +109,45 @@ def first_token_check() -> pd.DataFrame:
         lm = make_latency_model(model, "a100-80gb", tp)
         gpu_ms = lm.step_time(StepShape(prefills=[(length, 0)])) * 1e3
         total = gpu_ms + cpu.step_total(1, length) * 1e3
-        rows.append({"model": model, "tp": tp, "input": length, "kind": lm.name,
-                     "published_ms": float(pub), "predicted_ms": total,
-                     "signed_err": total / pub - 1})
+        rows.append(
+            {
+                "model": model,
+                "tp": tp,
+                "input": length,
+                "kind": lm.name,
+                "published_ms": float(pub),
+                "predicted_ms": total,
+                "signed_err": total / pub - 1,
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def fitted_step_check(seed: int = 0) -> pd.DataFrame:
     rng = random.Random(seed)
     rows = []
-    for model, gpu, tp in [("llama-3-8b", "a100-80gb", 1), ("llama-2-70b", "h100-sxm", 4),
-                           ("qwen-72b", "h100-sxm", 8)]:
+    for model, gpu, tp in [
+        ("llama-3-8b", "a100-80gb", 1),
+        ("llama-2-70b", "h100-sxm", 4),
+        ("qwen-72b", "h100-sxm", 8),
+    ]:
         lm = make_latency_model(model, gpu, tp)
         shapes = []
         while len(shapes) < 400:
-            pre = [(rng.randint(16, 2048), rng.choice([0, 512, 2048])) for _ in
-                   range(rng.randint(0, 2))]
+            pre = [(rng.randint(16, 2048), rng.choice([0, 512, 2048])) for _ in range(rng.randint(0, 2))]
             dec = [(rng.randint(16, 4000), 0) for _ in range(rng.randint(0, 128))]
             if pre or dec:
                 shapes.append(StepShape(pre, dec))
         cal = fit_step_model(steps_frame(shapes, [lm.step_time(s) for s in shapes]))
-        rows.append({"model": model, "gpu": gpu, "tp": tp,
-                     "cv_median_rel_err": cal["cv_error"]["median_rel_err"],
-                     "cv_p90_rel_err": cal["cv_error"]["p90_rel_err"]})
+        rows.append(
+            {
+                "model": model,
+                "gpu": gpu,
+                "tp": tp,
+                "cv_median_rel_err": cal["cv_error"]["median_rel_err"],
+                "cv_p90_rel_err": cal["cv_error"]["p90_rel_err"],
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -123,8 +166,9 @@ def main() -> None:
     print("\n## Whole request (128 in / 20 out) vs NVIDIA's published Llama-2-7B latencies\n")
     print(markdown(pub))
     for col in ("gpu_signed_err", "gpu_cpu_signed_err"):
-        print(f"\n{col}: median {pub[col].median():+.1%}, "
-              f"range {pub[col].min():+.1%} .. {pub[col].max():+.1%}")
+        print(
+            f"\n{col}: median {pub[col].median():+.1%}, range {pub[col].min():+.1%} .. {pub[col].max():+.1%}"
+        )
 
 
 if __name__ == "__main__":

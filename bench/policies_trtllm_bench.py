@@ -12,9 +12,9 @@ import time
 
 import pandas as pd
 from schedsim import simulate
-from schedsim.run.config import RunConfig
 from schedsim.policies import register_policy
 from schedsim.policies.trtllm import CapacitySchedulerPolicy, TrtllmConfig, TrtllmPolicy
+from schedsim.run.config import RunConfig
 
 CAPTURED: dict[str, TrtllmPolicy] = {}
 
@@ -34,31 +34,50 @@ class _TimedPolicy(TrtllmPolicy):
 def _register_captures() -> None:
     """One bench-only name per capacity policy whose factory keeps the instance for its stats."""
     for cap in CapacitySchedulerPolicy:
+
         def make(cfg: TrtllmConfig, cap: CapacitySchedulerPolicy = cap) -> TrtllmPolicy:
             CAPTURED[cap.value] = _TimedPolicy(cfg, cap)
             return CAPTURED[cap.value]
+
         register_policy(f"bench-trtllm:{cap.value}", "bench capture", TrtllmConfig)(make)
 
 
-def _row(trace: str, cap: CapacitySchedulerPolicy, chunking: str, n: int, blocks: int,
-         max_model_len: int) -> dict:
+def _row(
+    trace: str, cap: CapacitySchedulerPolicy, chunking: str, n: int, blocks: int, max_model_len: int
+) -> dict:
     """One simulated run and its figures (max_tokens capped at 1024: no-evict reserves to it)."""
-    cfg = RunConfig(policy=f"bench-trtllm:{cap.value}", trace=trace, max_requests=n, num_gpu_blocks=blocks,
-                    max_model_len=max_model_len, max_tokens_source="cap", max_tokens_cap=1024,
-                    max_num_batched_tokens=2048,
-                    policy_options={"chunking_policy": chunking})
+    cfg = RunConfig(
+        policy=f"bench-trtllm:{cap.value}",
+        trace=trace,
+        max_requests=n,
+        num_gpu_blocks=blocks,
+        max_model_len=max_model_len,
+        max_tokens_source="cap",
+        max_tokens_cap=1024,
+        max_num_batched_tokens=2048,
+        policy_options={"chunking_policy": chunking},
+    )
     res = simulate(cfg)
     pol, s = CAPTURED[cap.value], res.summary
     steps = max(pol.stats.num_steps, 1)
     computed = max(pol.stats.num_computed_tokens, 1)
-    return {"trace": trace, "capacity": cap.value, "chunking": chunking,
-            "pauses": s["num_pauses"], "pauses_per_1k_steps": 1000 * s["num_pauses"] / steps,
-            "pauses_per_req": s["num_pauses"] / n,
-            "recomputed_share": pol.stats.num_recomputed_tokens / computed,
-            "truncated": s["truncated_tokens"], "prefix_skips": pol.stats.num_prefix_skips,
-            "mean_ttft_ms": s["mean_ttft_ms"], "mean_queue_ms": s["mean_queueing_ms"],
-            "mean_hol_ms": s["mean_hol_blocking_ms"], "req_per_s": s["request_throughput"],
-            "sched_us_per_step": 1e6 * pol.schedule_wall_s / steps, "sim_wall_s": s["sim_wall_s"]}
+    return {
+        "trace": trace,
+        "capacity": cap.value,
+        "chunking": chunking,
+        "pauses": s["num_pauses"],
+        "pauses_per_1k_steps": 1000 * s["num_pauses"] / steps,
+        "pauses_per_req": s["num_pauses"] / n,
+        "recomputed_share": pol.stats.num_recomputed_tokens / computed,
+        "truncated": s["truncated_tokens"],
+        "prefix_skips": pol.stats.num_prefix_skips,
+        "mean_ttft_ms": s["mean_ttft_ms"],
+        "mean_queue_ms": s["mean_queueing_ms"],
+        "mean_hol_ms": s["mean_hol_blocking_ms"],
+        "req_per_s": s["request_throughput"],
+        "sched_us_per_step": 1e6 * pol.schedule_wall_s / steps,
+        "sim_wall_s": s["sim_wall_s"],
+    }
 
 
 def main() -> None:
@@ -75,8 +94,10 @@ def main() -> None:
                 rows.append(_row(trace, cap, chunking, args.requests, blocks, mml))
     pd.set_option("display.width", 250)
     pd.set_option("display.max_columns", 30)
-    print(f"# {platform.machine()} {platform.python_version()}, {args.requests} requests per run, "
-          "llama-3.1-8b on h100-sxm (roofline), block 16, max_num_batched_tokens 2048")
+    print(
+        f"# {platform.machine()} {platform.python_version()}, {args.requests} requests per run, "
+        "llama-3.1-8b on h100-sxm (roofline), block 16, max_num_batched_tokens 2048"
+    )
     print(pd.DataFrame(rows).round(3).to_string(index=False))
 
 

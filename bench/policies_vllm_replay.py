@@ -28,8 +28,13 @@ def load(path: str, limit: int) -> list[tuple[int, int, int]]:
         for row in reader:
             ts = datetime.fromisoformat(row["TIMESTAMP"][:26]).timestamp()
             t0 = ts if t0 is None else t0
-            rows.append((int((ts - t0) / STEP_S), max(1, int(row["ContextTokens"])),
-                         max(1, int(row["GeneratedTokens"]))))
+            rows.append(
+                (
+                    int((ts - t0) / STEP_S),
+                    max(1, int(row["ContextTokens"])),
+                    max(1, int(row["GeneratedTokens"])),
+                )
+            )
             if len(rows) >= limit:
                 break
     return rows
@@ -37,8 +42,14 @@ def load(path: str, limit: int) -> list[tuple[int, int, int]]:
 
 def replay(name: str, rows: list[tuple[int, int, int]]) -> tuple[int, int, float, float, int]:
     """Run to completion; returns (steps, preemptions, wall s, CPU s, scheduled request-steps)."""
-    policy = make_policy(name, block_size=16, num_gpu_blocks=28000, max_num_seqs=256,
-                         max_num_batched_tokens=8192, max_model_len=16384)
+    policy = make_policy(
+        name,
+        block_size=16,
+        num_gpu_blocks=28000,
+        max_num_seqs=256,
+        max_num_batched_tokens=8192,
+        max_model_len=16384,
+    )
     out_len: dict[str, int] = {}
     reqs = []
     for i, (arr, p, o) in enumerate(rows):
@@ -58,8 +69,10 @@ def replay(name: str, rows: list[tuple[int, int, int]]) -> tuple[int, int, float
             nxt += 1
         if policy.has_requests():
             plan = policy.schedule()
-            sampled = {rid: ([] if policy.requests[rid].is_prefill_chunk else [7])
-                       for rid in plan.num_scheduled_tokens}
+            sampled = {
+                rid: ([] if policy.requests[rid].is_prefill_chunk else [7])
+                for rid in plan.num_scheduled_tokens
+            }
             queue.append((plan, StepResult(sampled_token_ids=sampled)))
             req_steps += len(sampled)
         if queue and (len(queue) >= policy.max_concurrent_batches or not policy.has_requests()):
@@ -79,9 +92,11 @@ def main(argv: list[str]) -> int:
     rows = load(path, limit)
     steps, preempt, wall, cpu, req_steps = replay(name, rows)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"policy={name} requests={len(rows)} steps={steps} request_steps={req_steps} "
-          f"preemptions={preempt} wall_s={wall:.2f} cpu_s={cpu:.2f} steps_per_cpu_s={steps / cpu:.0f} "
-          f"cpu_us_per_request_step={1e6 * cpu / req_steps:.2f} peak_rss_mib={rss:.0f}")
+    print(
+        f"policy={name} requests={len(rows)} steps={steps} request_steps={req_steps} "
+        f"preemptions={preempt} wall_s={wall:.2f} cpu_s={cpu:.2f} steps_per_cpu_s={steps / cpu:.0f} "
+        f"cpu_us_per_request_step={1e6 * cpu / req_steps:.2f} peak_rss_mib={rss:.0f}"
+    )
     return 0
 
 

@@ -16,15 +16,29 @@ from schedsim import RunConfig, simulate
 from schedsim.policies import Request, StepResult, make_policy
 
 POLICIES = ["vllm-async", "sglang-overlap", "sarathi", "orca", "static"]
-COLS = ["median_ttft_ms", "p99_ttft_ms", "median_tpot_ms", "output_throughput", "num_preemptions",
-        "gpu_idle_fraction", "cpu_hidden_fraction", "num_steps"]
+COLS = [
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "median_tpot_ms",
+    "output_throughput",
+    "num_preemptions",
+    "gpu_idle_fraction",
+    "cpu_hidden_fraction",
+    "num_steps",
+]
 
 
 def one(policy: str, args: argparse.Namespace, blocks: int | None) -> dict:
     """One simulated run; the summary row plus the simulator's wall time."""
-    cfg = RunConfig(policy=policy, max_requests=args.max_requests, rate=args.rate,
-                    num_gpu_blocks=blocks, max_tokens_source="cap", max_tokens_cap=args.max_tokens_cap,
-                    max_model_len=args.max_model_len)
+    cfg = RunConfig(
+        policy=policy,
+        max_requests=args.max_requests,
+        rate=args.rate,
+        num_gpu_blocks=blocks,
+        max_tokens_source="cap",
+        max_tokens_cap=args.max_tokens_cap,
+        max_model_len=args.max_model_len,
+    )
     t0 = time.perf_counter()
     res = simulate(cfg)
     row = {k: res.summary[k] for k in COLS}
@@ -35,8 +49,13 @@ def one(policy: str, args: argparse.Namespace, blocks: int | None) -> dict:
 
 def hot_path(policy: str, n: int = 2000, batch: int = 256) -> tuple[float, int]:
     """Policy-only CPU cost: mean µs of schedule() + update_from_output() per step, fake model."""
-    pol = make_policy(policy, num_gpu_blocks=20000, max_num_seqs=batch, max_model_len=4096,
-                      max_num_batched_tokens=2048 if policy not in ("orca", "static") else 4096)
+    pol = make_policy(
+        policy,
+        num_gpu_blocks=20000,
+        max_num_seqs=batch,
+        max_model_len=4096,
+        max_num_batched_tokens=2048 if policy not in ("orca", "static") else 4096,
+    )
     for i in range(n):
         pol.add_request(Request(f"r{i}", 0.0, 200 + (i * 37) % 600, 100 + (i * 53) % 300))
     queue: deque = deque()
@@ -46,8 +65,9 @@ def hot_path(policy: str, n: int = 2000, batch: int = 256) -> tuple[float, int]:
         if pol.has_requests():
             plan = pol.schedule()
             spent += time.perf_counter() - t0
-            sampled = {rid: [7] for rid in plan.num_scheduled_tokens
-                       if not pol.requests[rid].is_prefill_chunk}
+            sampled = {
+                rid: [7] for rid in plan.num_scheduled_tokens if not pol.requests[rid].is_prefill_chunk
+            }
             queue.appendleft((plan, StepResult(plan.step_id, sampled)))
             steps += 1
             if len(queue) < pol.max_concurrent_batches and (not plan.is_empty or pol.has_requests()):
@@ -72,8 +92,10 @@ def main() -> None:
         us, steps = hot_path(pol)
         print(f"{pol:16s} {us:10.1f} us/step {steps:8d} steps")
     for label, blocks in (("default KV pool", None), (f"{args.blocks}-block KV pool", args.blocks)):
-        print(f"\n== azure-conv-2023, {args.max_requests} requests at {args.rate}/s, {label}, "
-              f"max_tokens_cap {args.max_tokens_cap} ==")
+        print(
+            f"\n== azure-conv-2023, {args.max_requests} requests at {args.rate}/s, {label}, "
+            f"max_tokens_cap {args.max_tokens_cap} =="
+        )
         print(f"{'policy':16s} " + " ".join(f"{c[:14]:>14s}" for c in COLS + ["sim_wall_s", "us_per_step"]))
         for pol in POLICIES:
             row = one(pol, args, blocks)

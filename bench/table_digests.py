@@ -23,23 +23,40 @@ MATRIX: dict[str, dict[str, Any]] = {
     "default-ff-off-3000": {"max_requests": 3000, "fast_forward": False},
     "vllm-kv-starved": {"policy": "vllm", "max_requests": 400, **KV_STARVED},
     "vllm-async-kv-starved": {"policy": "vllm-async", "max_requests": 400, **KV_STARVED},
-    "vllm-priority-code": {"policy": "vllm", "trace": "azure-code-2023", "max_requests": 300,
-                           "scheduling_policy": "priority", "num_gpu_blocks": 900,
-                           "max_model_len": 8192},
+    "vllm-priority-code": {
+        "policy": "vllm",
+        "trace": "azure-code-2023",
+        "max_requests": 300,
+        "scheduling_policy": "priority",
+        "num_gpu_blocks": 900,
+        "max_model_len": 8192,
+    },
     "vllm-drafts": {"policy": "vllm", "max_requests": 300, "num_spec_tokens": 3},
-    "vllm-async-aborts-kvfail": {"max_requests": 600, "abort_fraction": 0.1,
-                                 "kv_load_failure_fraction": 0.05, "rate": 6.0},
-    "vllm-async-mooncake": {"trace": "mooncake-synthetic", "max_requests": 200, "num_gpu_blocks": 900,
-                            "max_model_len": 8192},
+    "vllm-async-aborts-kvfail": {
+        "max_requests": 600,
+        "abort_fraction": 0.1,
+        "kv_load_failure_fraction": 0.05,
+        "rate": 6.0,
+    },
+    "vllm-async-mooncake": {
+        "trace": "mooncake-synthetic",
+        "max_requests": 200,
+        "num_gpu_blocks": 900,
+        "max_model_len": 8192,
+    },
     "sync-engine-async-policy": {"engine": "sync", "max_requests": 300},
     "trtllm-max-utilization": {"policy": "trtllm:max-utilization", "max_requests": 300, **KV_STARVED},
-    "trtllm-guaranteed-no-evict": {"policy": "trtllm:guaranteed-no-evict", "max_requests": 300,
-                                   **KV_STARVED},
+    "trtllm-guaranteed-no-evict": {"policy": "trtllm:guaranteed-no-evict", "max_requests": 300, **KV_STARVED},
     "trtllm-max-requests": {"policy": "trtllm:max-requests", "max_requests": 300},
     "trtllm-static-batch": {"policy": "trtllm:static-batch", "max_requests": 150},
     "sglang-overlap": {"policy": "sglang-overlap", "max_requests": 400, **KV_STARVED},
-    "sglang-overlap-mooncake": {"policy": "sglang-overlap", "trace": "mooncake-synthetic",
-                                "max_requests": 150, "num_gpu_blocks": 1200, "max_model_len": 8192},
+    "sglang-overlap-mooncake": {
+        "policy": "sglang-overlap",
+        "trace": "mooncake-synthetic",
+        "max_requests": 150,
+        "num_gpu_blocks": 1200,
+        "max_model_len": 8192,
+    },
     "orca": {"policy": "orca", "max_requests": 300},
     "sarathi": {"policy": "sarathi", "max_requests": 300, **KV_STARVED},
     "static": {"policy": "static", "max_requests": 150},
@@ -57,7 +74,9 @@ def digest(res: Any) -> dict[str, str]:
         table.to_parquet(buf)
         out[name] = hashlib.sha256(buf.getvalue()).hexdigest()[:16]
     summary = {k: v for k, v in res.summary.items() if k not in ("sim_wall_s",)}
-    out["summary"] = hashlib.sha256(json.dumps(summary, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    out["summary"] = hashlib.sha256(json.dumps(summary, sort_keys=True, default=str).encode()).hexdigest()[
+        :16
+    ]
     return out
 
 

@@ -57,16 +57,27 @@ print(f"{N_REQUESTS} requests at {RATE}/s; registered policies: {sorted(register
 # %%
 # A client max_tokens of 512 (the code trace's outputs are short; EOS stops them at the trace's
 # length): guaranteed-no-evict reserves every request's blocks up to max_tokens at admission.
-base = RunConfig(trace="azure-code-2023", max_requests=N_REQUESTS, rate=RATE, seed=0,
-                 max_num_batched_tokens=BUDGET, max_model_len=BUDGET * 4, max_tokens_source="cap", max_tokens_cap=512)
+base = RunConfig(
+    trace="azure-code-2023",
+    max_requests=N_REQUESTS,
+    rate=RATE,
+    seed=0,
+    max_num_batched_tokens=BUDGET,
+    max_model_len=BUDGET * 4,
+    max_tokens_source="cap",
+    max_tokens_cap=512,
+)
 candidates = [
     ("vllm-fcfs-no-chunk", "vllm", {"enable_chunked_prefill": False, "max_num_batched_tokens": BUDGET * 4}),
     ("vllm-chunked", "vllm", {"enable_chunked_prefill": True}),
     ("trtllm-guaranteed-no-evict", "trtllm:guaranteed-no-evict", {"enable_chunked_prefill": True}),
     ("trtllm-max-utilization", "trtllm:max-utilization", {"enable_chunked_prefill": True}),
 ]
-variants = [(label, RunConfig(**{**base.to_dict(), "policy": policy, **over}))
-            for label, policy, over in candidates if policy in registered]
+variants = [
+    (label, RunConfig(**{**base.to_dict(), "policy": policy, **over}))
+    for label, policy, over in candidates
+    if policy in registered
+]
 skipped = [label for label, policy, _ in candidates if policy not in registered]
 print("running:", [v[0] for v in variants], "| not registered yet:", skipped)
 results = run_variants(variants, progress=False)
@@ -80,11 +91,25 @@ results = run_variants(variants, progress=False)
 # %%
 table = compare_table(results)
 wide = side_by_side(table)
-wide.loc[[m for m in ("mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "p99_tpot_ms",
-                                     "mean_hol_blocking_ms", "p99_hol_blocking_ms",
-                                     "hol_blocked_fraction", "mean_queueing_ms", "num_preemptions",
-                                     "num_pauses", "output_throughput")
-                         if m in wide.index]]
+wide.loc[
+    [
+        m
+        for m in (
+            "mean_ttft_ms",
+            "p99_ttft_ms",
+            "mean_tpot_ms",
+            "p99_tpot_ms",
+            "mean_hol_blocking_ms",
+            "p99_hol_blocking_ms",
+            "hol_blocked_fraction",
+            "mean_queueing_ms",
+            "num_preemptions",
+            "num_pauses",
+            "output_throughput",
+        )
+        if m in wide.index
+    ]
+]
 
 # %% [markdown]
 # ## Who waits: blocking time by prompt length
@@ -102,10 +127,16 @@ for label, r in results.items():
 allreq = pd.concat(frames, ignore_index=True)
 # Every policy saw the same requests, so the quartile edges are the same for all of them.
 allreq["prompt_quartile"] = pd.qcut(allreq["prompt_tokens"], 4, duplicates="drop")
-who = (allreq.assign(hol_ms=allreq["hol_blocking_time"] * 1e3, blocked=allreq["hol_blocking_time"] > 0)
-       .groupby(["policy", "prompt_quartile"], observed=True)
-       .agg(requests=("request_id", "size"), blocked_share=("blocked", "mean"),
-            mean_hol_ms=("hol_ms", "mean"), mean_ttft_ms=("ttft", lambda s: s.mean() * 1e3)))
+who = (
+    allreq.assign(hol_ms=allreq["hol_blocking_time"] * 1e3, blocked=allreq["hol_blocking_time"] > 0)
+    .groupby(["policy", "prompt_quartile"], observed=True)
+    .agg(
+        requests=("request_id", "size"),
+        blocked_share=("blocked", "mean"),
+        mean_hol_ms=("hol_ms", "mean"),
+        mean_ttft_ms=("ttft", lambda s: s.mean() * 1e3),
+    )
+)
 who.round(2)
 
 # %%
@@ -135,13 +166,17 @@ plot_latency_cdfs(results)
 t = table.set_index("label")
 worst = t["mean_hol_blocking_ms"].idxmax()
 best = t["mean_hol_blocking_ms"].idxmin()
-print(f"Most head-of-line blocking: {worst} ({t.loc[worst, 'mean_hol_blocking_ms']:.1f} ms mean, "
-      f"{100 * t.loc[worst, 'hol_blocked_fraction']:.0f}% of requests blocked at least once).")
+print(
+    f"Most head-of-line blocking: {worst} ({t.loc[worst, 'mean_hol_blocking_ms']:.1f} ms mean, "
+    f"{100 * t.loc[worst, 'hol_blocked_fraction']:.0f}% of requests blocked at least once)."
+)
 print(f"Least: {best} ({t.loc[best, 'mean_hol_blocking_ms']:.1f} ms mean).")
 for label in t.index:
-    print(f"- {label}: p99 TTFT {t.loc[label, 'p99_ttft_ms']:.0f} ms, "
-          f"mean TPOT {t.loc[label, 'mean_tpot_ms']:.1f} ms, "
-          f"preemptions {int(t.loc[label, 'num_preemptions'])}, pauses {int(t.loc[label, 'num_pauses'])}")
+    print(
+        f"- {label}: p99 TTFT {t.loc[label, 'p99_ttft_ms']:.0f} ms, "
+        f"mean TPOT {t.loc[label, 'mean_tpot_ms']:.1f} ms, "
+        f"preemptions {int(t.loc[label, 'num_preemptions'])}, pauses {int(t.loc[label, 'num_pauses'])}"
+    )
 
 # %% [markdown]
 # Reading the result: without chunking, a long prompt that does not fit what is left of the budget

@@ -43,8 +43,11 @@ N_REQUESTS = 30 if SMOKE else 500
 RATES = [4.0, 16.0] if SMOKE else [2.0, 4.0, 8.0, 16.0]
 KV_BLOCKS = 400 if SMOKE else 1500  # x 16 tokens per block: a deliberately small pool
 registered = {p.name for p in list_policies()}
-policies = [p for p in ("vllm", "vllm-async", "trtllm:guaranteed-no-evict", "trtllm:max-utilization")
-            if p in registered]
+policies = [
+    p
+    for p in ("vllm", "vllm-async", "trtllm:guaranteed-no-evict", "trtllm:max-utilization")
+    if p in registered
+]
 out = Path(tempfile.mkdtemp(prefix="schedsim_nb2_")) if SMOKE else Path("sweep_kv_pressure")
 pd.set_option("display.width", 160)
 print(f"policies: {policies}; rates: {RATES}; KV pool: {KV_BLOCKS} blocks; {N_REQUESTS} requests")
@@ -53,13 +56,31 @@ print(f"policies: {policies}; rates: {RATES}; KV pool: {KV_BLOCKS} blocks; {N_RE
 # Requests carry a client max_tokens of 1,024 (EOS still stops them at the trace's length). Without
 # a cap each would ask for everything up to max_model_len, and guaranteed-no-evict, which reserves
 # a request's blocks to max_tokens at admission, would run them nearly one at a time.
-base = RunConfig(trace="azure-conv-2023", max_requests=N_REQUESTS, seed=0, num_gpu_blocks=KV_BLOCKS,
-                 max_model_len=KV_BLOCKS * 16 // 2, max_tokens_source="cap", max_tokens_cap=1024)
+base = RunConfig(
+    trace="azure-conv-2023",
+    max_requests=N_REQUESTS,
+    seed=0,
+    num_gpu_blocks=KV_BLOCKS,
+    max_model_len=KV_BLOCKS * 16 // 2,
+    max_tokens_source="cap",
+    max_tokens_cap=1024,
+)
 runs = expand_grid(base, {"policy": policies, "rate": RATES})
 table = run_sweep(runs, out, workers=1 if SMOKE else 2, progress=False)
 table["recomputed_per_request"] = table["recomputed_tokens"] / table["num_requests"]
-cols = ["policy", "rate", "num_preemptions", "num_pauses", "preemption_rate", "recomputed_tokens",
-        "recomputed_per_request", "truncated_tokens", "p99_ttft_ms", "mean_tpot_ms", "max_kv_usage"]
+cols = [
+    "policy",
+    "rate",
+    "num_preemptions",
+    "num_pauses",
+    "preemption_rate",
+    "recomputed_tokens",
+    "recomputed_per_request",
+    "truncated_tokens",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "max_kv_usage",
+]
 table.sort_values(["policy", "rate"])[[c for c in cols if c in table.columns]].reset_index(drop=True)
 
 # %% [markdown]
@@ -93,14 +114,21 @@ plot_metric_vs_knob(table, "rate", "p99_ttft_ms", ["policy"])
 
 # %%
 top = table[table["rate"] == max(RATES)].set_index("policy")
-lost = pd.DataFrame({"recomputed_tokens": top["recomputed_tokens"],
-                     "truncated_tokens": top.get("truncated_tokens"),
-                     "output_tokens": top["output_throughput"] * top["duration_s"]})
-lost["wasted_share_of_output"] = (lost["recomputed_tokens"] + lost["truncated_tokens"].fillna(0)) \
-    / lost["output_tokens"]
+lost = pd.DataFrame(
+    {
+        "recomputed_tokens": top["recomputed_tokens"],
+        "truncated_tokens": top.get("truncated_tokens"),
+        "output_tokens": top["output_throughput"] * top["duration_s"],
+    }
+)
+lost["wasted_share_of_output"] = (lost["recomputed_tokens"] + lost["truncated_tokens"].fillna(0)) / lost[
+    "output_tokens"
+]
 lost.round(3)
 
 # %%
 for policy, row in lost.iterrows():
-    print(f"{policy}: {int(row['recomputed_tokens'])} tokens recomputed, "
-          f"{row['wasted_share_of_output']:.1%} of the output tokens at {max(RATES)} req/s")
+    print(
+        f"{policy}: {int(row['recomputed_tokens'])} tokens recomputed, "
+        f"{row['wasted_share_of_output']:.1%} of the output tokens at {max(RATES)} req/s"
+    )

@@ -45,12 +45,25 @@ pd.set_option("display.width", 160)
 print(f"policies: {policies}; CPU cost scales: {SCALES}")
 
 # %%
-base = RunConfig(trace="azure-conv-2023", max_requests=N_REQUESTS, seed=0, model="llama-3.1-8b",
-                 gpu="h200", rate=8.0)
-table = run_sweep(expand_grid(base, {"policy": policies, "cpu_cost_scale": SCALES}), out,
-                  workers=1 if SMOKE else 2, progress=False)
-cols = ["policy", "cpu_cost_scale", "gpu_idle_fraction", "cpu_hidden_fraction", "mean_tpot_ms",
-        "p99_tpot_ms", "output_throughput", "mean_ttft_ms"]
+base = RunConfig(
+    trace="azure-conv-2023", max_requests=N_REQUESTS, seed=0, model="llama-3.1-8b", gpu="h200", rate=8.0
+)
+table = run_sweep(
+    expand_grid(base, {"policy": policies, "cpu_cost_scale": SCALES}),
+    out,
+    workers=1 if SMOKE else 2,
+    progress=False,
+)
+cols = [
+    "policy",
+    "cpu_cost_scale",
+    "gpu_idle_fraction",
+    "cpu_hidden_fraction",
+    "mean_tpot_ms",
+    "p99_tpot_ms",
+    "output_throughput",
+    "mean_ttft_ms",
+]
 table.sort_values(["cpu_cost_scale", "policy"])[cols].reset_index(drop=True)
 
 # %% [markdown]
@@ -72,12 +85,17 @@ plot_metric_vs_knob(table, "cpu_cost_scale", "output_throughput", ["policy"])
 # ## What the numbers say
 
 # %%
-wide = table.pivot_table(index="cpu_cost_scale", columns="policy",
-                         values=["gpu_idle_fraction", "cpu_hidden_fraction", "mean_tpot_ms"])
+wide = table.pivot_table(
+    index="cpu_cost_scale",
+    columns="policy",
+    values=["gpu_idle_fraction", "cpu_hidden_fraction", "mean_tpot_ms"],
+)
 if {"vllm", "vllm-async"} <= set(policies):
     for scale, row in wide.iterrows():
         idle_s, idle_a = row[("gpu_idle_fraction", "vllm")], row[("gpu_idle_fraction", "vllm-async")]
         tpot_s, tpot_a = row[("mean_tpot_ms", "vllm")], row[("mean_tpot_ms", "vllm-async")]
-        print(f"CPU cost x{scale:g}: GPU idle {idle_s:.1%} sync vs {idle_a:.1%} async; "
-              f"mean TPOT {tpot_s:.2f} vs {tpot_a:.2f} ms ({(tpot_s - tpot_a) / tpot_s:+.1%} saved)")
+        print(
+            f"CPU cost x{scale:g}: GPU idle {idle_s:.1%} sync vs {idle_a:.1%} async; "
+            f"mean TPOT {tpot_s:.2f} vs {tpot_a:.2f} ms ({(tpot_s - tpot_a) / tpot_s:+.1%} saved)"
+        )
 wide

@@ -50,8 +50,10 @@ registered = {p.name for p in list_policies()}
 pd.set_option("display.width", 160)
 workload = head(window(load_workload("mooncake-synthetic"), WINDOW_START_S, float("inf")), N_REQUESTS)
 ideal = prefix_sharing(workload, block_size=16)["prefix_sharing_ratio"]
-print(f"{len(workload)} requests from t={WINDOW_START_S:.0f} s; an unbounded cache could serve "
-      f"{ideal:.1%} of their prompt tokens")
+print(
+    f"{len(workload)} requests from t={WINDOW_START_S:.0f} s; an unbounded cache could serve "
+    f"{ideal:.1%} of their prompt tokens"
+)
 
 # %%
 base = RunConfig(trace="mooncake-synthetic", max_requests=N_REQUESTS, rate=RATE, seed=0)
@@ -63,10 +65,18 @@ for trt in ("trtllm:guaranteed-no-evict", "trtllm:max-utilization"):
     short = trt.split(":")[1]
     candidates += [
         (f"{short} skip on", trt, {"enable_prefix_caching": True}, {"enable_prefix_aware_scheduling": True}),
-        (f"{short} skip off", trt, {"enable_prefix_caching": True}, {"enable_prefix_aware_scheduling": False}),
+        (
+            f"{short} skip off",
+            trt,
+            {"enable_prefix_caching": True},
+            {"enable_prefix_aware_scheduling": False},
+        ),
     ]
-variants = [(label, RunConfig(**{**base.to_dict(), "policy": policy, **over, "policy_options": opts}))
-            for label, policy, over, opts in candidates if policy in registered]
+variants = [
+    (label, RunConfig(**{**base.to_dict(), "policy": policy, **over, "policy_options": opts}))
+    for label, policy, over, opts in candidates
+    if policy in registered
+]
 print("running:", [label for label, _ in variants])
 results = run_variants(variants, progress=False, workload=workload)
 
@@ -79,12 +89,31 @@ for label, r in results.items():
     req = r.requests
     prompt = req["prompt_tokens"].sum()
     cached = req["num_cached_tokens"].fillna(0).sum()
-    rows.append({"label": label, "hit_rate": cached / prompt, "ideal_hit_rate": ideal, "cached_tokens": int(cached),
-                 "prefill_tokens_computed": int(r.steps["num_prefill_tokens"].sum())})
+    rows.append(
+        {
+            "label": label,
+            "hit_rate": cached / prompt,
+            "ideal_hit_rate": ideal,
+            "cached_tokens": int(cached),
+            "prefill_tokens_computed": int(r.steps["num_prefill_tokens"].sum()),
+        }
+    )
 hits = pd.DataFrame(rows).set_index("label")
 table = compare_table(results).set_index("label")
-summary = hits.join(table[["mean_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "output_throughput",
-                           "mean_hol_blocking_ms", "num_preemptions", "num_pauses", "num_steps"]])
+summary = hits.join(
+    table[
+        [
+            "mean_ttft_ms",
+            "p99_ttft_ms",
+            "mean_tpot_ms",
+            "output_throughput",
+            "mean_hol_blocking_ms",
+            "num_preemptions",
+            "num_pauses",
+            "num_steps",
+        ]
+    ]
+)
 summary.round(3)
 
 # %%
@@ -100,12 +129,16 @@ plot_over_time(results)
 s = summary
 if "vllm prefix-cache on" in s.index and "vllm prefix-cache off" in s.index:
     on, off = s.loc["vllm prefix-cache on"], s.loc["vllm prefix-cache off"]
-    print(f"vLLM: prefix caching hits {on['hit_rate']:.1%} of prompt tokens, computes "
-          f"{1 - on['prefill_tokens_computed'] / off['prefill_tokens_computed']:.1%} fewer prefill tokens "
-          f"and changes mean TTFT from {off['mean_ttft_ms']:.0f} to {on['mean_ttft_ms']:.0f} ms.")
+    print(
+        f"vLLM: prefix caching hits {on['hit_rate']:.1%} of prompt tokens, computes "
+        f"{1 - on['prefill_tokens_computed'] / off['prefill_tokens_computed']:.1%} fewer prefill tokens "
+        f"and changes mean TTFT from {off['mean_ttft_ms']:.0f} to {on['mean_ttft_ms']:.0f} ms."
+    )
 for short in ("guaranteed-no-evict", "max-utilization"):
     a, b = f"{short} skip on", f"{short} skip off"
     if a in s.index and b in s.index:
-        print(f"{short}: skipping on/off -> hit rate {s.loc[a, 'hit_rate']:.1%} / {s.loc[b, 'hit_rate']:.1%}, "
-              f"prefill computed {s.loc[a, 'prefill_tokens_computed']} / {s.loc[b, 'prefill_tokens_computed']}, "
-              f"mean TTFT {s.loc[a, 'mean_ttft_ms']:.0f} / {s.loc[b, 'mean_ttft_ms']:.0f} ms")
+        print(
+            f"{short}: skipping on/off -> hit rate {s.loc[a, 'hit_rate']:.1%} / {s.loc[b, 'hit_rate']:.1%}, "
+            f"prefill computed {s.loc[a, 'prefill_tokens_computed']} / {s.loc[b, 'prefill_tokens_computed']}, "
+            f"mean TTFT {s.loc[a, 'mean_ttft_ms']:.0f} / {s.loc[b, 'mean_ttft_ms']:.0f} ms"
+        )

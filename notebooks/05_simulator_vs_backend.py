@@ -64,16 +64,38 @@ if HAVE_TORCH:
     from schedsim.backend.calibrate import CalibrationGrid
     from schedsim.experiments.validate import validate
 
-    grid = (CalibrationGrid(prefill_tokens=(0, 32, 128), prefill_context=(0, 64), num_decodes=(0, 1, 4),
-                            decode_context=(32,), repeats=1) if SMOKE else
-            CalibrationGrid(prefill_tokens=(0, 32, 128, 256), prefill_context=(0, 128),
-                            num_decodes=(0, 1, 4, 16), decode_context=(32, 256), repeats=3))
+    grid = (
+        CalibrationGrid(
+            prefill_tokens=(0, 32, 128),
+            prefill_context=(0, 64),
+            num_decodes=(0, 1, 4),
+            decode_context=(32,),
+            repeats=1,
+        )
+        if SMOKE
+        else CalibrationGrid(
+            prefill_tokens=(0, 32, 128, 256),
+            prefill_context=(0, 128),
+            num_decodes=(0, 1, 4, 16),
+            decode_context=(32, 256),
+            repeats=3,
+        )
+    )
     reports = {}
     for policy in POLICIES:
-        cfg = RunConfig(policy=policy, block_size=16, num_gpu_blocks=512, max_model_len=512,
-                        max_num_seqs=16, max_num_batched_tokens=256, rate=RATE, seed=0)
-        reports[policy] = validate(cfg, workload, {"model": MODEL, "cpu_worker_thread": policy == "vllm-async"},
-                                   grid)
+        cfg = RunConfig(
+            policy=policy,
+            block_size=16,
+            num_gpu_blocks=512,
+            max_model_len=512,
+            max_num_seqs=16,
+            max_num_batched_tokens=256,
+            rate=RATE,
+            seed=0,
+        )
+        reports[policy] = validate(
+            cfg, workload, {"model": MODEL, "cpu_worker_thread": policy == "vllm-async"}, grid
+        )
 else:
     reports = {}
     print("torch is not installed (pip install 'schedsim[backend]'): nothing to validate against")
@@ -85,9 +107,19 @@ else:
 # cross-validated error is the floor the replay can hope for.
 
 # %%
-keys = ["num_steps", "num_requests", "calibration_cv_median_rel_err", "step_median_rel_err",
-        "step_p90_rel_err", "ttft_median_rel_err", "ttft_p90_rel_err", "tpot_median_rel_err",
-        "tpot_p90_rel_err", "e2e_median_rel_err", "same_output_lengths"]
+keys = [
+    "num_steps",
+    "num_requests",
+    "calibration_cv_median_rel_err",
+    "step_median_rel_err",
+    "step_p90_rel_err",
+    "ttft_median_rel_err",
+    "ttft_p90_rel_err",
+    "tpot_median_rel_err",
+    "tpot_p90_rel_err",
+    "e2e_median_rel_err",
+    "same_output_lengths",
+]
 errors = pd.DataFrame({p: {k: r.summary[k] for k in keys} for p, r in reports.items()})
 errors
 
@@ -95,9 +127,11 @@ errors
 fig = Figure(figsize=(13, 4), layout="constrained")
 axes = fig.subplots(1, 3)
 for policy, r in reports.items():
-    panels = ((r.steps.measured_s, r.steps.predicted_s, "step time (ms)"),
-              (r.requests.ttft_real, r.requests.ttft_sim, "TTFT (ms)"),
-              (r.requests.tpot_real, r.requests.tpot_sim, "TPOT (ms)"))
+    panels = (
+        (r.steps.measured_s, r.steps.predicted_s, "step time (ms)"),
+        (r.requests.ttft_real, r.requests.ttft_sim, "TTFT (ms)"),
+        (r.requests.tpot_real, r.requests.tpot_sim, "TPOT (ms)"),
+    )
     for ax, (real, sim, label) in zip(axes, panels, strict=True):
         ax.scatter(real * 1e3, sim * 1e3, s=10, alpha=0.6, label=policy)
         ax.set(xlabel=f"real {label}", ylabel=f"simulated {label}")
@@ -114,8 +148,14 @@ fig
 # fraction, the share of CPU time hidden under model time, and throughput.
 
 # %%
-figs = ["duration_s", "gpu_idle_fraction", "cpu_hidden_fraction", "mean_ttft_ms", "mean_tpot_ms",
-        "output_throughput"]
+figs = [
+    "duration_s",
+    "gpu_idle_fraction",
+    "cpu_hidden_fraction",
+    "mean_ttft_ms",
+    "mean_tpot_ms",
+    "output_throughput",
+]
 rows = {}
 for policy, r in reports.items():
     rows[(policy, "real")] = {k: r.real.summary.get(k) for k in figs}
@@ -126,6 +166,8 @@ side
 # %%
 for policy, r in reports.items():
     s = r.summary
-    print(f"{policy}: median step-time error {s['step_median_rel_err']:.0%} (p90 {s['step_p90_rel_err']:.0%}), "
-          f"median TTFT error {s['ttft_median_rel_err']:.0%}, median TPOT error {s['tpot_median_rel_err']:.0%}; "
-          f"same output lengths in both worlds: {s['same_output_lengths']}")
+    print(
+        f"{policy}: median step-time error {s['step_median_rel_err']:.0%} (p90 {s['step_p90_rel_err']:.0%}), "
+        f"median TTFT error {s['ttft_median_rel_err']:.0%}, median TPOT error {s['tpot_median_rel_err']:.0%}; "
+        f"same output lengths in both worlds: {s['same_output_lengths']}"
+    )

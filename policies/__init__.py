@@ -12,15 +12,30 @@ from .interface import (
     HasRunCounters,
     Policy,
     PolicyInfo,
+    SupportsFastForward,
     get_policy_info,
     list_policies,
     make_policy,
     register_policy,
-    SupportsFastForward,
 )
 from .plan import RequestOutput, StepPlan, StepResult
 from .request import Request, RequestStatus
 
-__all__ = ["Executor", "FastForwardHooks", "HasRunCounters", "Policy", "PolicyInfo", "Request", "RequestOutput", "RequestStatus",
-           "SchedulerConfig", "SupportsFastForward", "StepPlan", "StepResult", "get_policy_info", "list_policies",
-           "make_policy", "register_policy"]
+__all__ = [
+    "Executor",
+    "FastForwardHooks",
+    "HasRunCounters",
+    "Policy",
+    "PolicyInfo",
+    "Request",
+    "RequestOutput",
+    "RequestStatus",
+    "SchedulerConfig",
+    "SupportsFastForward",
+    "StepPlan",
+    "StepResult",
+    "get_policy_info",
+    "list_policies",
+    "make_policy",
+    "register_policy",
+]

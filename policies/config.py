@@ -24,19 +24,29 @@ class SchedulerConfig:
 
     def __post_init__(self) -> None:
         """Reject impossible configs with the field's name."""
-        for name in ("block_size", "num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens",
-                     "max_model_len"):
+        for name in (
+            "block_size",
+            "num_gpu_blocks",
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "max_model_len",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{type(self).__name__}.{name} must be >= 1, got {getattr(self, name)}")
         if self.num_gpu_blocks < 2:
             raise ValueError(f"{type(self).__name__}.num_gpu_blocks must be >= 2 (block 0 is the null block)")
         if self.long_prefill_token_threshold < 0 or self.num_spec_tokens < 0:
-            raise ValueError(f"{type(self).__name__}: long_prefill_token_threshold and "
-                             "num_spec_tokens must be >= 0")
+            raise ValueError(
+                f"{type(self).__name__}: long_prefill_token_threshold and num_spec_tokens must be >= 0"
+            )
         if self.scheduling_policy not in SCHEDULING_POLICIES:
-            raise ValueError(f"{type(self).__name__}.scheduling_policy must be one of "
-                             f"{SCHEDULING_POLICIES}, got {self.scheduling_policy!r}")
+            raise ValueError(
+                f"{type(self).__name__}.scheduling_policy must be one of "
+                f"{SCHEDULING_POLICIES}, got {self.scheduling_policy!r}"
+            )
         if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
-            raise ValueError(f"{type(self).__name__}: without chunked prefill max_num_batched_tokens "
-                             f"({self.max_num_batched_tokens}) must be >= max_model_len "
-                             f"({self.max_model_len})")
+            raise ValueError(
+                f"{type(self).__name__}: without chunked prefill max_num_batched_tokens "
+                f"({self.max_num_batched_tokens}) must be >= max_model_len "
+                f"({self.max_model_len})"
+            )

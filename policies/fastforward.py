@@ -69,8 +69,7 @@ class FastForwardBase:
         """The output length at which the policy stops a request."""
         return r.max_tokens
 
-    def _sched_kv(self, r: Request, total: int, known: int, out0: int, i: int,
-                  toks: list[int]) -> bool:
+    def _sched_kv(self, r: Request, total: int, known: int, out0: int, i: int, toks: list[int]) -> bool:
         """The schedule-time KV call for one decode token (total = C + i + 1); True if it changed
         the pool, free queue or cache. `_set_outputs(r, out0, i, toks)` first if it reads the
         outputs."""
@@ -154,8 +153,9 @@ class FastForwardBase:
             n += len(blocks)
         return n
 
-    def advance(self, reqs: list[Request], k: int, tokens: list[list[int]],
-                skipped: Sequence[Request] = ()) -> list[float]:
+    def advance(
+        self, reqs: list[Request], k: int, tokens: list[list[int]], skipped: Sequence[Request] = ()
+    ) -> list[float]:
         """Apply k iterations; tokens[r] are request r's next k delivered tokens; the last
         schedule leaves out `skipped` (skipped_last).
 
@@ -189,8 +189,14 @@ class FastForwardBase:
         return usage_after
 
     # ---- KV replay ----
-    def _replay_kv(self, reqs: list[Request], k: int, tokens: list[list[int]],
-                   out0: list[int], skipped: Sequence[Request] = ()) -> list[float]:
+    def _replay_kv(
+        self,
+        reqs: list[Request],
+        k: int,
+        tokens: list[list[int]],
+        out0: list[int],
+        skipped: Sequence[Request] = (),
+    ) -> list[float]:
         """Run the allocations and cache publications of k iterations through the real manager."""
         kv, bs, lag = self.kv, self.kv.block_size, self.lag
         # Candidates: iteration 0, then every iteration at which a block boundary moves what the
@@ -255,8 +261,7 @@ class FastForwardBase:
         if delivered > have:
             r.output_token_ids.extend(toks[have:delivered])
 
-    def _usage_per_step(self, k: int, free0: int, free_at: list[int],
-                        free_after: list[int]) -> list[float]:
+    def _usage_per_step(self, k: int, free0: int, free_at: list[int], free_after: list[int]) -> list[float]:
         """KV usage after each schedule, from the free-block count (BlockPool.usage's formula)."""
         usable = self.kv.pool.num_gpu_blocks - 1
         out: list[float] = []

@@ -87,8 +87,9 @@ class FastForwardHooks(Protocol):
     def has_request(self, request_id: str) -> bool:
         """Whether the policy still tracks the request."""
 
-    def advance(self, reqs: list[Request], k: int, tokens: list[list[int]],
-                skipped: Sequence[Request] = ()) -> list[float]:
+    def advance(
+        self, reqs: list[Request], k: int, tokens: list[list[int]], skipped: Sequence[Request] = ()
+    ) -> list[float]:
         """Apply k iterations (tokens[j]: request j's next k delivered tokens); returns the KV
         usage seen after each of the k schedules."""
 
@@ -140,16 +141,16 @@ class PolicyInfo:
         known = {f.name for f in dataclasses.fields(self.config_cls)}
         unknown = sorted(set(options) - known)
         if unknown:
-            raise ValueError(f"policy {self.name!r}: unknown option(s) {unknown}; "
-                             f"known: {sorted(known)}")
+            raise ValueError(f"policy {self.name!r}: unknown option(s) {unknown}; known: {sorted(known)}")
         return self.factory(self.config_cls(**options))
 
 
 _REGISTRY: dict[str, PolicyInfo] = {}
 
 
-def register_policy(name: str, description: str,
-                    config_cls: type[SchedulerConfig] = SchedulerConfig) -> Callable[[Any], Any]:
+def register_policy(
+    name: str, description: str, config_cls: type[SchedulerConfig] = SchedulerConfig
+) -> Callable[[Any], Any]:
     """Class or factory decorator: `@register_policy("vllm", "...", VllmConfig)`."""
 
     def deco(factory: Any) -> Any:

@@ -34,15 +34,22 @@ class StepPlan:
     has_structured_output_requests: bool = False
     pending_structured_output_tokens: bool = False
 
-    def __init__(self, step_id: int = -1, num_scheduled_tokens: dict[str, int] | None = None,
-                 total_num_scheduled_tokens: int = 0, context_lens: dict[str, int] | None = None,
-                 spec_decode_tokens: dict[str, list[int]] | None = None,
-                 block_ids: dict[str, list[int]] | None = None, new_req_ids: list[str] | None = None,
-                 resumed_req_ids: list[str] | None = None,
-                 preempted_req_ids: list[str] | None = None, paused_req_ids: list[str] | None = None,
-                 finished_req_ids: list[str] | None = None,
-                 has_structured_output_requests: bool = False,
-                 pending_structured_output_tokens: bool = False) -> None:
+    def __init__(
+        self,
+        step_id: int = -1,
+        num_scheduled_tokens: dict[str, int] | None = None,
+        total_num_scheduled_tokens: int = 0,
+        context_lens: dict[str, int] | None = None,
+        spec_decode_tokens: dict[str, list[int]] | None = None,
+        block_ids: dict[str, list[int]] | None = None,
+        new_req_ids: list[str] | None = None,
+        resumed_req_ids: list[str] | None = None,
+        preempted_req_ids: list[str] | None = None,
+        paused_req_ids: list[str] | None = None,
+        finished_req_ids: list[str] | None = None,
+        has_structured_output_requests: bool = False,
+        pending_structured_output_tokens: bool = False,
+    ) -> None:
         self.step_id = step_id
         self.num_scheduled_tokens = {} if num_scheduled_tokens is None else num_scheduled_tokens
         self.total_num_scheduled_tokens = total_num_scheduled_tokens
@@ -81,10 +88,15 @@ class StepResult:
     start_time: float = 0.0
     end_time: float = 0.0
 
-    def __init__(self, step_id: int = -1, sampled_token_ids: dict[str, list[int]] | None = None,
-                 draft_token_ids: dict[str, list[int]] | None = None,
-                 failed_kv_load_ids: set[str] | None = None, start_time: float = 0.0,
-                 end_time: float = 0.0) -> None:
+    def __init__(
+        self,
+        step_id: int = -1,
+        sampled_token_ids: dict[str, list[int]] | None = None,
+        draft_token_ids: dict[str, list[int]] | None = None,
+        failed_kv_load_ids: set[str] | None = None,
+        start_time: float = 0.0,
+        end_time: float = 0.0,
+    ) -> None:
         self.step_id = step_id
         self.sampled_token_ids = {} if sampled_token_ids is None else sampled_token_ids
         self.draft_token_ids = {} if draft_token_ids is None else draft_token_ids
@@ -102,8 +114,13 @@ class RequestOutput:
     finish_reason: RequestStatus | None = None
     stale: bool = False
 
-    def __init__(self, request_id: str, new_token_ids: list[int],
-                 finish_reason: RequestStatus | None = None, stale: bool = False) -> None:
+    def __init__(
+        self,
+        request_id: str,
+        new_token_ids: list[int],
+        finish_reason: RequestStatus | None = None,
+        stale: bool = False,
+    ) -> None:
         self.request_id = request_id
         self.new_token_ids = new_token_ids
         self.finish_reason = finish_reason

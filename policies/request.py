@@ -72,8 +72,10 @@ class Request:
     def __post_init__(self) -> None:
         """Reject impossible workload items early, naming the field."""
         if self.prompt_token_ids is not None and len(self.prompt_token_ids) != self.prompt_len:
-            raise ValueError(f"request {self.request_id}: prompt_len {self.prompt_len} != "
-                             f"len(prompt_token_ids) {len(self.prompt_token_ids)}")
+            raise ValueError(
+                f"request {self.request_id}: prompt_len {self.prompt_len} != "
+                f"len(prompt_token_ids) {len(self.prompt_token_ids)}"
+            )
         if self.prompt_len < 1:
             raise ValueError(f"request {self.request_id}: prompt_len must be >= 1")
         if self.max_tokens < 1:

@@ -41,8 +41,11 @@ __version__ = "0.1.0"
 
 __all__ = ["RunConfig", "RunResult", "__version__", "simulate"]
 
-_LAZY = {"RunConfig": "schedsim.run.config", "RunResult": "schedsim.run.result",
-         "simulate": "schedsim.run.simulate"}
+_LAZY = {
+    "RunConfig": "schedsim.run.config",
+    "RunResult": "schedsim.run.result",
+    "simulate": "schedsim.run.simulate",
+}
 
 
 def __getattr__(name: str) -> Any:

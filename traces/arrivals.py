@@ -18,10 +18,10 @@ from .errors import TraceError
 class ArrivalSpec:
     """Arrival process: mean `rate` req/s (during on-phases), gap `cv`, phases and bursts."""
 
-    process: str = "poisson"          # poisson | gamma
+    process: str = "poisson"  # poisson | gamma
     rate: float = 1.0
-    cv: float = 1.0                   # coefficient of variation of gaps (gamma only)
-    on_s: float | None = None         # on/off phases: rate during on, off_rate during off
+    cv: float = 1.0  # coefficient of variation of gaps (gamma only)
+    on_s: float | None = None  # on/off phases: rate during on, off_rate during off
     off_s: float | None = None
     off_rate: float = 0.0
     bursts: list[tuple[float, float, float]] = field(default_factory=list)  # (start, dur, factor)
@@ -29,8 +29,9 @@ class ArrivalSpec:
     def __post_init__(self) -> None:
         """Name the bad field; a wrong process name would otherwise silently mean Poisson."""
         if self.process not in ("poisson", "gamma"):
-            raise TraceError(f"process must be 'poisson' or 'gamma', got {self.process!r}",
-                             field="arrival.process")
+            raise TraceError(
+                f"process must be 'poisson' or 'gamma', got {self.process!r}", field="arrival.process"
+            )
         if not (np.isfinite(self.rate) and self.rate > 0):
             raise TraceError(f"rate must be > 0, got {self.rate}", field="arrival.rate")
         if not (np.isfinite(self.cv) and self.cv > 0):
@@ -46,8 +47,10 @@ class ArrivalSpec:
         self.bursts = [tuple(map(float, b)) for b in self.bursts]  # type: ignore[misc]
         for start, dur, factor in self.bursts:
             if start < 0 or dur <= 0 or factor < 0:
-                raise TraceError(f"burst {(start, dur, factor)} needs start >= 0, duration > 0, "
-                                 "factor >= 0", field="arrival.bursts")
+                raise TraceError(
+                    f"burst {(start, dur, factor)} needs start >= 0, duration > 0, factor >= 0",
+                    field="arrival.bursts",
+                )
 
 
 def _pieces(spec: ArrivalSpec, horizon: float) -> tuple[np.ndarray, np.ndarray]:
@@ -87,14 +90,16 @@ def _invert(spec: ArrivalSpec, s: np.ndarray) -> np.ndarray:
             break
         horizon *= 2
     else:
-        raise TraceError("the rate is zero almost everywhere; no arrivals reach the target",
-                         field="arrival.rate")
+        raise TraceError(
+            "the rate is zero almost everywhere; no arrivals reach the target", field="arrival.rate"
+        )
     i = np.clip(np.searchsorted(lam, s, side="right") - 1, 0, len(r) - 1)
     return b[i] + (s - lam[i]) / np.where(r[i] > 0, r[i], np.inf)
 
 
-def arrival_times(spec: ArrivalSpec, rng: np.random.Generator, n: int | None = None,
-                  duration: float | None = None) -> np.ndarray:
+def arrival_times(
+    spec: ArrivalSpec, rng: np.random.Generator, n: int | None = None, duration: float | None = None
+) -> np.ndarray:
     """`n` arrivals, or all arrivals before `duration` seconds; the first gap is random too."""
     if (n is None) == (duration is None):
         raise TraceError("give exactly one of n and duration", field="num_requests")

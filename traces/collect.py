@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .reading import RowPolicy
 from .errors import TraceError
+from .reading import RowPolicy
 from .schema import ATTR_FILTERED, ATTR_SKIPPED, ATTR_SOURCE, REQUIRED_COLUMNS
 
 
@@ -26,8 +26,7 @@ class LoadOptions:
         if self.head is not None and self.head < 0:
             raise TraceError(f"head must be >= 0, got {self.head}", field="head")
         if self.window is not None and not (0 <= self.window[0] < self.window[1]):
-            raise TraceError(f"window must satisfy 0 <= start < end, got {self.window}",
-                             field="window")
+            raise TraceError(f"window must satisfy 0 <= start < end, got {self.window}", field="window")
 
 
 @dataclass
@@ -67,8 +66,7 @@ class Collector:
         past = np.flatnonzero(~bad & (t >= self.opts.window[1]))
         return int(past[0]) + 1 if past.size else len(t)
 
-    def add(self, t: np.ndarray, raw_t: np.ndarray, lines: np.ndarray,
-            cols: dict[str, np.ndarray]) -> bool:
+    def add(self, t: np.ndarray, raw_t: np.ndarray, lines: np.ndarray, cols: dict[str, np.ndarray]) -> bool:
         """Take one converted chunk of valid rows; False tells the reader to stop early."""
         index = np.arange(self.n_seen, self.n_seen + len(t))
         self.n_seen += len(t)
@@ -100,15 +98,18 @@ class Collector:
         if drops.size:
             i = int(drops[0])
             p_line, p_raw = (lines[i - 1], raw_t[i - 1]) if i else (self._prev[1], self._prev[2])
-            raise TraceError(f"timestamp decreases: {raw_t[i]!r} is earlier than {p_raw!r} on line "
-                             f"{p_line}; pass sort=True (CLI: --sort) to sort rows by arrival time",
-                             self.file, int(lines[i]), self.time_field)
+            raise TraceError(
+                f"timestamp decreases: {raw_t[i]!r} is earlier than {p_raw!r} on line "
+                f"{p_line}; pass sort=True (CLI: --sort) to sort rows by arrival time",
+                self.file,
+                int(lines[i]),
+                self.time_field,
+            )
         self._prev = (float(t[-1]), int(lines[-1]), raw_t[-1])
 
     def frame(self, id_prefix: str = "") -> pd.DataFrame:
         """Concatenate the chunks, apply sort/window/head, re-zero time, and attach the report."""
-        cols = {k: np.concatenate([p[k] for p in self.parts]) for k in self.parts[0]} \
-            if self.parts else {}
+        cols = {k: np.concatenate([p[k] for p in self.parts]) for k in self.parts[0]} if self.parts else {}
         if not cols or len(cols["arrival_time"]) == 0 and self.n_seen == 0:
             skipped = self.policy.skipped.count
             why = f" ({skipped} bad row(s) skipped)" if skipped else ""
@@ -116,8 +117,11 @@ class Collector:
         if self.opts.sort:
             order = np.argsort(cols["arrival_time"], kind="stable")
             cols = {k: v[order] for k, v in cols.items()}
-        df = _to_frame(cols, id_prefix, base=float(cols["arrival_time"].min()) if self.opts.sort
-                       and len(cols["arrival_time"]) else 0.0)
+        df = _to_frame(
+            cols,
+            id_prefix,
+            base=float(cols["arrival_time"].min()) if self.opts.sort and len(cols["arrival_time"]) else 0.0,
+        )
         if self.opts.sort:
             df = _sorted_limits(df, self.opts)
         if self.opts.window is not None:
@@ -132,14 +136,17 @@ class Collector:
         self.policy.skipped.warn()
         return df
 
-
     def _check_unique_ids(self, df: pd.DataFrame) -> None:
         """A repeated request id is named with the line that repeats it."""
         dup = df["request_id"].duplicated().to_numpy()
         if dup.any():
             i = int(np.flatnonzero(dup)[0])
-            raise TraceError(f"duplicate request id {df['request_id'].iloc[i]!r}", self.file,
-                             int(df["_line"].iloc[i]), "request_id")
+            raise TraceError(
+                f"duplicate request id {df['request_id'].iloc[i]!r}",
+                self.file,
+                int(df["_line"].iloc[i]),
+                "request_id",
+            )
 
 
 def _to_frame(cols: dict[str, np.ndarray], id_prefix: str, base: float) -> pd.DataFrame:
@@ -151,8 +158,9 @@ def _to_frame(cols: dict[str, np.ndarray], id_prefix: str, base: float) -> pd.Da
     t = cols.pop("arrival_time") - base
     ids = cols.pop("_index")
     data = {
-        "request_id": pd.array(np.char.add(id_prefix, ids.astype(str)) if len(ids) else [],
-                               dtype="string[pyarrow]"),
+        "request_id": pd.array(
+            np.char.add(id_prefix, ids.astype(str)) if len(ids) else [], dtype="string[pyarrow]"
+        ),
         "arrival_time": t.astype(np.float64),
         "prompt_tokens": cols.pop("prompt_tokens").astype(np.int64),
         "output_tokens": cols.pop("output_tokens").astype(np.int64),

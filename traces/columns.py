@@ -7,8 +7,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from .reading import RowPolicy, has_bad_utf8
 from .errors import MAX_REPORTED_LINES, TraceError
+from .reading import RowPolicy, has_bad_utf8
 
 MAX_TOKENS = 2**31 - 1  # anything larger is a corrupted field, not a prompt
 TIME_UNITS: dict[str, float] = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
@@ -69,13 +69,13 @@ def _describe(raw: object) -> str:
     return f"not a number: {text[:40]}"
 
 
-def to_number(raw: Sequence[object], field: str, check: ChunkCheck,
-              json_types: bool = False) -> np.ndarray:
+def to_number(raw: Sequence[object], field: str, check: ChunkCheck, json_types: bool = False) -> np.ndarray:
     """Parse numbers (CSV text, or JSON numbers when `json_types`); flags bad and non-finite ones."""
     arr = np.asarray(raw, dtype=object) if not isinstance(raw, np.ndarray) else raw
     if json_types:
-        wrong = np.fromiter((isinstance(v, bool) or not isinstance(v, int | float) for v in arr),
-                            bool, len(arr))
+        wrong = np.fromiter(
+            (isinstance(v, bool) or not isinstance(v, int | float) for v in arr), bool, len(arr)
+        )
         arr = np.where(wrong, None, arr)
         check.flag(wrong, field, lambda i: _describe_json(raw[i]))
     num = pd.to_numeric(pd.Series(arr, dtype=object), errors="coerce").to_numpy(dtype=float)
@@ -92,8 +92,9 @@ def _describe_json(raw: object) -> str:
     return f"expected a number, got a JSON {kind}: {repr(raw)[:40]}"
 
 
-def to_tokens(raw: Sequence[object], field: str, check: ChunkCheck, minimum: int = 1,
-              json_types: bool = False) -> np.ndarray:
+def to_tokens(
+    raw: Sequence[object], field: str, check: ChunkCheck, minimum: int = 1, json_types: bool = False
+) -> np.ndarray:
     """Token counts: whole numbers in [minimum, 2**31); negative and zero named as such."""
     num = to_number(raw, field, check, json_types)
     with np.errstate(invalid="ignore"):
@@ -104,20 +105,29 @@ def to_tokens(raw: Sequence[object], field: str, check: ChunkCheck, minimum: int
     return np.where(check.bad, 0, num).astype(np.int64)
 
 
-def to_seconds(raw: Sequence[object], field: str, check: ChunkCheck, unit: str,
-               origin: list[float | int | None], json_types: bool = False) -> np.ndarray:
+def to_seconds(
+    raw: Sequence[object],
+    field: str,
+    check: ChunkCheck,
+    unit: str,
+    origin: list[float | int | None],
+    json_types: bool = False,
+) -> np.ndarray:
     """Timestamps as float seconds after `origin` (set from the first valid value, kept in the
     file's own unit so that nanosecond datetimes lose no precision)."""
     if unit == "datetime":
-        ser = pd.to_datetime(pd.Series(raw, dtype=object), format="ISO8601", errors="coerce",
-                             utc=True)
+        ser = pd.to_datetime(pd.Series(raw, dtype=object), format="ISO8601", errors="coerce", utc=True)
         bad = ser.isna().to_numpy()
         ns = np.where(bad, 0, ser.to_numpy(dtype="datetime64[ns]").astype(np.int64))
         check.flag(bad, field, lambda i: f"unparsable timestamp: {_describe_text(raw[i])}")
         return _relative(ns, check.bad, origin) / 1e9
     if unit not in TIME_UNITS:
-        raise TraceError(f"unknown time unit {unit!r}; use one of {sorted(TIME_UNITS)} or datetime",
-                         check.policy.file, None, field)
+        raise TraceError(
+            f"unknown time unit {unit!r}; use one of {sorted(TIME_UNITS)} or datetime",
+            check.policy.file,
+            None,
+            field,
+        )
     num = to_number(raw, field, check, json_types)
     with np.errstate(invalid="ignore"):
         check.flag(num < 0, field, lambda i: f"negative timestamp: {raw[i]!r}")

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
-from .fastcsv import FastPathUnavailable, iter_csv_chunks_fast
-from .reading import iter_csv_chunks, read_csv_header
 from .collect import Collector, LoadOptions
 from .columns import ChunkCheck, to_number, to_seconds, to_text, to_tokens
 from .errors import TraceError
+from .fastcsv import FastPathUnavailable, iter_csv_chunks_fast
+from .reading import iter_csv_chunks, read_csv_header
 
 HASHES_COLUMN = re.compile(r"^prompt_block_hashes(?:@(\d+))?$")
 INT_OPTIONALS = ("turn", "max_tokens", "priority", "lora_id")
@@ -28,14 +28,14 @@ class ColumnMap:
     arrival_time: str
     prompt_tokens: str
     output_tokens: str
-    time_unit: str = "s"                      # s, ms, us, ns or datetime
+    time_unit: str = "s"  # s, ms, us, ns or datetime
     request_id: str | None = None
     optional: dict[str, str] = field(default_factory=dict)  # workload column -> file column
-    exact: bool = False                       # extra file columns are an error
+    exact: bool = False  # extra file columns are an error
     filters: dict[str, set[str]] = field(default_factory=dict)  # file column -> kept values
     min_output: int = 1
-    also_required: tuple[str, ...] = ()       # documented columns we check for but do not use
-    total_tokens: str | None = None           # must equal prompt + output when given
+    also_required: tuple[str, ...] = ()  # documented columns we check for but do not use
+    total_tokens: str | None = None  # must equal prompt + output when given
 
     def needed(self) -> list[str]:
         """File columns that must exist."""
@@ -55,39 +55,59 @@ def check_header(path: Path, header: list[str], line: int, cmap: ColumnMap) -> d
         seen[name] = i
     for name in cmap.needed():
         if name not in seen:
-            raise TraceError(f"missing column (header has {', '.join(header)})", str(path), line,
-                             name)
+            raise TraceError(f"missing column (header has {', '.join(header)})", str(path), line, name)
     if cmap.exact:
         extra = [h for h in header if h not in cmap.needed()]
         if extra:
-            raise TraceError(f"unexpected column(s) {extra}; expected exactly {cmap.needed()} "
-                             "(use the generic CSV loader with a column mapping for other layouts)",
-                             str(path), line, extra[0])
+            raise TraceError(
+                f"unexpected column(s) {extra}; expected exactly {cmap.needed()} "
+                "(use the generic CSV loader with a column mapping for other layouts)",
+                str(path),
+                line,
+                extra[0],
+            )
     return seen
 
 
-def load_csv_table(path: str | Path, cmap: ColumnMap, opts: LoadOptions,
-                   block_size: int | None = None, id_prefix: str = ""):
+def load_csv_table(
+    path: str | Path, cmap: ColumnMap, opts: LoadOptions, block_size: int | None = None, id_prefix: str = ""
+):
     """Stream a CSV into a Workload: Arrow-speed when the file is plain, exact otherwise."""
     path = Path(path)
     header, header_line = read_csv_header(path)
     where = check_header(path, header, header_line, cmap)
     try:
-        return _load(path, cmap, opts, where, block_size, id_prefix,
-                     lambda n, _policy: iter_csv_chunks_fast(path, header, header_line, n))
+        return _load(
+            path,
+            cmap,
+            opts,
+            where,
+            block_size,
+            id_prefix,
+            lambda n, _policy: iter_csv_chunks_fast(path, header, header_line, n),
+        )
     except FastPathUnavailable:
-        return _load(path, cmap, opts, where, block_size, id_prefix,
-                     lambda n, policy: iter_csv_chunks(path, policy, n))
+        return _load(
+            path, cmap, opts, where, block_size, id_prefix, lambda n, policy: iter_csv_chunks(path, policy, n)
+        )
 
 
-def _load(path: Path, cmap: ColumnMap, opts: LoadOptions, where: dict[str, int],
-          block_size: int | None, id_prefix: str, chunks):
+def _load(
+    path: Path,
+    cmap: ColumnMap,
+    opts: LoadOptions,
+    where: dict[str, int],
+    block_size: int | None,
+    id_prefix: str,
+    chunks,
+):
     """The conversion loop over whichever chunk reader is in use."""
     coll = Collector(str(path), cmap.arrival_time, opts)
     origin: list[float | int | None] = [None]
     for columns, lines in chunks(coll.chunk_rows(200_000), coll.policy):
-        raw = {name: np.asarray(columns[i], dtype=object) for name, i in where.items()
-               if name in cmap.needed()}
+        raw = {
+            name: np.asarray(columns[i], dtype=object) for name, i in where.items() if name in cmap.needed()
+        }
         line_arr = np.asarray(lines, dtype=np.int64)
         raw, line_arr = _apply_filters(raw, line_arr, cmap, coll)
         check = ChunkCheck(line_arr, coll.policy)
@@ -96,17 +116,18 @@ def _load(path: Path, cmap: ColumnMap, opts: LoadOptions, where: dict[str, int],
         if cut < len(t):
             raw, line_arr = {k: v[:cut] for k, v in raw.items()}, line_arr[:cut]
             check = ChunkCheck(line_arr, coll.policy)
-            t = to_seconds(raw[cmap.arrival_time], cmap.arrival_time, check, cmap.time_unit,
-                           origin)
-        cols = {"prompt_tokens": to_tokens(raw[cmap.prompt_tokens], cmap.prompt_tokens, check),
-                "output_tokens": to_tokens(raw[cmap.output_tokens], cmap.output_tokens, check,
-                                           cmap.min_output)}
+            t = to_seconds(raw[cmap.arrival_time], cmap.arrival_time, check, cmap.time_unit, origin)
+        cols = {
+            "prompt_tokens": to_tokens(raw[cmap.prompt_tokens], cmap.prompt_tokens, check),
+            "output_tokens": to_tokens(raw[cmap.output_tokens], cmap.output_tokens, check, cmap.min_output),
+        }
         cols.update(_optionals(raw, cmap, check))
         if cmap.total_tokens:
             _check_total(raw[cmap.total_tokens], cols, cmap.total_tokens, check)
         keep = check.finish()
-        more = coll.add(t[keep], raw[cmap.arrival_time][keep], line_arr[keep],
-                        {k: v[keep] for k, v in cols.items()})
+        more = coll.add(
+            t[keep], raw[cmap.arrival_time][keep], line_arr[keep], {k: v[keep] for k, v in cols.items()}
+        )
         if not more:
             break
     df = coll.frame(id_prefix)
@@ -115,8 +136,9 @@ def _load(path: Path, cmap: ColumnMap, opts: LoadOptions, where: dict[str, int],
     return df
 
 
-def _apply_filters(raw: dict[str, np.ndarray], lines: np.ndarray, cmap: ColumnMap,
-                   coll: Collector) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def _apply_filters(
+    raw: dict[str, np.ndarray], lines: np.ndarray, cmap: ColumnMap, coll: Collector
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Rows outside a requested model/log type are counted as filtered, never as silently lost."""
     if not cmap.filters:
         return raw, lines
@@ -193,7 +215,8 @@ def parse_hashes(values: np.ndarray, src: str, check: ChunkCheck) -> np.ndarray:
         try:
             out[i] = tuple(int(x) for x in text.split())
         except ValueError:
-            check.flag(np.arange(len(values)) == i, src,
-                       lambda j, v=v: f"not a list of integers: {str(v)[:40]!r}")
+            check.flag(
+                np.arange(len(values)) == i, src, lambda j, v=v: f"not a list of integers: {str(v)[:40]!r}"
+            )
             out[i] = None
     return out

@@ -11,8 +11,9 @@ MAX_REPORTED_LINES = 5
 class TraceError(ValueError):
     """A malformed input, located precisely so the user can fix the file instead of guessing."""
 
-    def __init__(self, message: str, file: str | None = None, line: int | None = None,
-                 field: str | None = None) -> None:
+    def __init__(
+        self, message: str, file: str | None = None, line: int | None = None, field: str | None = None
+    ) -> None:
         """Keep the parts as attributes so callers and tests need not parse the message."""
         self.message = message
         self.file = file
@@ -55,8 +56,10 @@ class SkippedRows:
 
     def as_dict(self) -> dict[str, object]:
         """Plain data for DataFrame.attrs (which must stay picklable and JSON-able)."""
-        return {"count": self.count,
-                "first": [{"line": ln, "field": f, "reason": r} for ln, f, r in sorted(self.first)]}
+        return {
+            "count": self.count,
+            "first": [{"line": ln, "field": f, "reason": r} for ln, f, r in sorted(self.first)],
+        }
 
     def summary(self) -> str:
         """One line for logs and the CLI."""

@@ -25,8 +25,9 @@ class FastPathUnavailable(Exception):  # noqa: N818 - a signal, not an error for
     """The file needs the exact reader."""
 
 
-def iter_csv_chunks_fast(path: Path, header: list[str], header_line: int, chunk_rows: int
-                         ) -> Iterator[tuple[list[np.ndarray], list[int] | np.ndarray]]:
+def iter_csv_chunks_fast(
+    path: Path, header: list[str], header_line: int, chunk_rows: int
+) -> Iterator[tuple[list[np.ndarray], list[int] | np.ndarray]]:
     """Yield (columns as object arrays, line numbers) like `reading.iter_csv_chunks`."""
     if header_line != 1:
         raise FastPathUnavailable
@@ -34,10 +35,13 @@ def iter_csv_chunks_fast(path: Path, header: list[str], header_line: int, chunk_
     fh = open_binary(path)
     try:
         reader = pacsv.open_csv(
-            fh, read_options=pacsv.ReadOptions(block_size=1 << 22, use_threads=False),
+            fh,
+            read_options=pacsv.ReadOptions(block_size=1 << 22, use_threads=False),
             parse_options=pacsv.ParseOptions(newlines_in_values=False, ignore_empty_lines=False),
-            convert_options=pacsv.ConvertOptions(column_types=types, strings_can_be_null=False,
-                                                 quoted_strings_can_be_null=False))
+            convert_options=pacsv.ConvertOptions(
+                column_types=types, strings_can_be_null=False, quoted_strings_can_be_null=False
+            ),
+        )
         if reader.schema.names != header:
             raise FastPathUnavailable
         line = header_line + 1

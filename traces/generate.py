@@ -12,8 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .arrivals import ArrivalSpec, arrival_times
-from .errors import TraceError
+from .arrivals import arrival_times
 from .sessions import build_requests
 from .spec import WorkloadSpec
 from .validate import normalize, validate_workload
@@ -21,8 +20,10 @@ from .validate import normalize, validate_workload
 
 def generate_workload(spec: WorkloadSpec) -> pd.DataFrame:
     """Draw the workload; grows the number of arrival events until the request target is met."""
-    mean_turns = np.average([c.turns.sample(256, np.random.default_rng(0)).mean() if c.turns
-                             else 1.0 for c in spec.classes], weights=[c.weight for c in spec.classes])
+    mean_turns = np.average(
+        [c.turns.sample(256, np.random.default_rng(0)).mean() if c.turns else 1.0 for c in spec.classes],
+        weights=[c.weight for c in spec.classes],
+    )
     events = None if spec.num_requests is None else int(spec.num_requests / mean_turns) + 16
     while True:
         rng = np.random.default_rng(spec.seed)
@@ -47,5 +48,6 @@ def generate_workload(spec: WorkloadSpec) -> pd.DataFrame:
 def _describe(spec: WorkloadSpec) -> str:
     """A compact provenance string (attrs must stay plain data)."""
     a = spec.arrival
-    return (f"{a.process}(rate={a.rate:g}, cv={a.cv:g}) x "
-            + ", ".join(f"{c.name}:{c.weight:g}" for c in spec.classes))
+    return f"{a.process}(rate={a.rate:g}, cv={a.cv:g}) x " + ", ".join(
+        f"{c.name}:{c.weight:g}" for c in spec.classes
+    )

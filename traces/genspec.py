@@ -16,8 +16,12 @@ from .spec import spec_from_dict
 PREFIX = "gen:"
 _ARRIVAL = {"process": str, "rate": float, "cv": float}
 _TOP = {"requests": ("num_requests", int), "duration": ("duration_s", float), "seed": ("seed", int)}
-_LENGTHS = {"prompt_mean": ("prompt", "mean"), "prompt_cv": ("prompt", "cv"),
-            "output_mean": ("output", "mean"), "output_cv": ("output", "cv")}
+_LENGTHS = {
+    "prompt_mean": ("prompt", "mean"),
+    "prompt_cv": ("prompt", "cv"),
+    "output_mean": ("output", "mean"),
+    "output_cv": ("output", "cv"),
+}
 
 
 def is_generator_spec(spec: str) -> bool:
@@ -29,7 +33,7 @@ def parse_inline(text: str) -> dict[str, Any]:
     """'gen:process=gamma,rate=5,cv=2,requests=1000,prompt_mean=512' -> a WorkloadSpec dict."""
     cfg: dict[str, Any] = {"arrival": {}}
     lengths: dict[str, dict[str, Any]] = {}
-    for item in filter(None, (p.strip() for p in text[len(PREFIX):].split(","))):
+    for item in filter(None, (p.strip() for p in text[len(PREFIX) :].split(","))):
         key, sep, value = item.partition("=")
         key = key.strip()
         try:
@@ -42,8 +46,9 @@ def parse_inline(text: str) -> dict[str, Any]:
                 cfg[name] = kind(value)
             elif key in _LENGTHS:
                 which, param = _LENGTHS[key]
-                lengths.setdefault(which, {"dist": "lognormal", "mean": 512.0 if which == "prompt"
-                                           else 128.0, "cv": 1.0})[param] = float(value)
+                lengths.setdefault(
+                    which, {"dist": "lognormal", "mean": 512.0 if which == "prompt" else 128.0, "cv": 1.0}
+                )[param] = float(value)
             else:
                 raise ValueError(f"unknown key; use {sorted([*_ARRIVAL, *_TOP, *_LENGTHS])}")
         except ValueError as exc:

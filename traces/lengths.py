@@ -18,13 +18,13 @@ class LengthSpec:
     """A token-length distribution, clipped to [min, max] and rounded to whole tokens."""
 
     dist: str = "fixed"
-    value: int = 128                  # fixed
-    low: int = 1                      # uniform (inclusive)
+    value: int = 128  # fixed
+    low: int = 1  # uniform (inclusive)
     high: int = 1024
-    mean: float = 512.0               # lognormal, parameterised by mean and CV
+    mean: float = 512.0  # lognormal, parameterised by mean and CV
     cv: float = 1.0
-    trace: str | None = None          # empirical: a load_workload spec ...
-    column: str = "prompt_tokens"     # ... and which of its columns to resample
+    trace: str | None = None  # empirical: a load_workload spec ...
+    column: str = "prompt_tokens"  # ... and which of its columns to resample
     values: list[int] = field(default_factory=list)  # empirical: explicit sample
     min: int = 1
     max: int | None = None
@@ -44,8 +44,9 @@ class LengthSpec:
         if self.dist == "empirical" and not self.values and not self.trace:
             raise TraceError("empirical needs values or a trace", field="values")
         if self.column not in ("prompt_tokens", "output_tokens"):
-            raise TraceError(f"column must be prompt_tokens or output_tokens, got {self.column!r}",
-                             field="column")
+            raise TraceError(
+                f"column must be prompt_tokens or output_tokens, got {self.column!r}", field="column"
+            )
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         """`n` lengths as int64."""

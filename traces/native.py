@@ -26,22 +26,23 @@ def write_workload(df: pd.DataFrame, path: str | Path) -> Path:
     path = Path(path)
     df = validate_workload(df)
     if path.suffix not in NATIVE_SUFFIXES:
-        raise TraceError(f"unknown output format {path.suffix!r}; use one of {NATIVE_SUFFIXES}",
-                         str(path), None, None)
+        raise TraceError(
+            f"unknown output format {path.suffix!r}; use one of {NATIVE_SUFFIXES}", str(path), None, None
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.suffix == ".parquet":
         out = df.copy()
         if "prompt_block_hashes" in out.columns:
-            out["prompt_block_hashes"] = [None if h is None else list(h)
-                                          for h in out["prompt_block_hashes"]]
+            out["prompt_block_hashes"] = [None if h is None else list(h) for h in out["prompt_block_hashes"]]
         out.attrs = {k: v for k, v in df.attrs.items() if _jsonable(v)}
         out.to_parquet(path, index=False)
         return path
     out = df.rename(columns={"prompt_block_hashes": _hash_column(df)})
     if path.suffix == ".csv":
         if "prompt_block_hashes" in df.columns:
-            out[_hash_column(df)] = [" ".join(map(str, h)) if h is not None else ""
-                                     for h in df["prompt_block_hashes"]]
+            out[_hash_column(df)] = [
+                " ".join(map(str, h)) if h is not None else "" for h in df["prompt_block_hashes"]
+            ]
         out.to_csv(path, index=False, float_format="%.9f")
     else:
         with open(path, "w", encoding="utf-8") as fh:
@@ -75,7 +76,8 @@ def read_parquet_workload(path: str | Path) -> pd.DataFrame:
     except Exception as exc:  # pyarrow raises many types for corrupt files
         raise TraceError(f"unreadable Parquet file: {exc}", str(path)) from None
     if "prompt_block_hashes" in df.columns:
-        df["prompt_block_hashes"] = [None if h is None else tuple(int(x) for x in h)
-                                     for h in df["prompt_block_hashes"]]
+        df["prompt_block_hashes"] = [
+            None if h is None else tuple(int(x) for x in h) for h in df["prompt_block_hashes"]
+        ]
     df.attrs[ATTR_SOURCE] = str(path)
     return validate_workload(normalize(df))

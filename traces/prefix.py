@@ -51,8 +51,7 @@ def chain(hashes: tuple[int, ...]) -> np.ndarray:
     return out
 
 
-def reblock_array(hashes: tuple[int, ...], prompt_tokens: int, source: int,
-                  target: int) -> np.ndarray:
+def reblock_array(hashes: tuple[int, ...], prompt_tokens: int, source: int, target: int) -> np.ndarray:
     """One request's values at block size `target` (see the module docstring), as int64."""
     n = prompt_tokens // target
     ends = np.arange(1, n + 1, dtype=np.int64) * target
@@ -74,9 +73,12 @@ def _source_size(workload: pd.DataFrame) -> int | None:
         return None
     source = workload.attrs.get(ATTR_PREFIX_BLOCK_SIZE)
     if source is None and workload["prompt_block_hashes"].notna().any():
-        raise TraceError(f"prompt_block_hashes without attrs[{ATTR_PREFIX_BLOCK_SIZE!r}]",
-                         str(workload.attrs.get(ATTR_SOURCE, "<workload>")), None,
-                         "prompt_block_hashes")
+        raise TraceError(
+            f"prompt_block_hashes without attrs[{ATTR_PREFIX_BLOCK_SIZE!r}]",
+            str(workload.attrs.get(ATTR_SOURCE, "<workload>")),
+            None,
+            "prompt_block_hashes",
+        )
     return None if source is None else int(source)
 
 
@@ -88,8 +90,10 @@ def _arrays(workload: pd.DataFrame, block_size: int) -> list[np.ndarray | None]:
     if source is None:
         return [None] * len(workload)
     prompts = workload["prompt_tokens"].to_numpy(dtype=np.int64)
-    return [None if h is None else reblock_array(tuple(h), int(p), source, block_size)
-            for h, p in zip(workload["prompt_block_hashes"].tolist(), prompts, strict=True)]
+    return [
+        None if h is None else reblock_array(tuple(h), int(p), source, block_size)
+        for h, p in zip(workload["prompt_block_hashes"].tolist(), prompts, strict=True)
+    ]
 
 
 def block_hashes_at(workload: pd.DataFrame, block_size: int) -> list[tuple[int, ...] | None]:
@@ -117,6 +121,8 @@ def prefix_sharing(workload: pd.DataFrame, block_size: int = 16) -> dict[str, fl
         _, first, inverse = np.unique(values, return_index=True, return_inverse=True)
         hit = int((owner[first][inverse] < owner).sum())
     total = sum(a.size for a in arrays)
-    return {"cacheable_tokens": float(hit * block_size),
-            "prefix_sharing_ratio": hit * block_size / prompt if prompt else 0.0,
-            "blocks_with_hashes": float(total)}
+    return {
+        "cacheable_tokens": float(hit * block_size),
+        "prefix_sharing_ratio": hit * block_size / prompt if prompt else 0.0,
+        "blocks_with_hashes": float(total),
+    }

@@ -15,8 +15,12 @@ from typing import IO
 from .errors import SkippedRows, TraceError
 
 CHUNK_ROWS = 200_000
-_FOREIGN_BOMS = {b"\xff\xfe\x00\x00": "UTF-32", b"\x00\x00\xfe\xff": "UTF-32",
-                 b"\xff\xfe": "UTF-16", b"\xfe\xff": "UTF-16"}
+_FOREIGN_BOMS = {
+    b"\xff\xfe\x00\x00": "UTF-32",
+    b"\x00\x00\xfe\xff": "UTF-32",
+    b"\xff\xfe": "UTF-16",
+    b"\xfe\xff": "UTF-16",
+}
 
 
 @dataclass
@@ -52,11 +56,17 @@ def check_encoding(path: Path, head: bytes) -> None:
     """Reject UTF-16/32 up front: their bytes would otherwise surface as baffling field errors."""
     for bom, name in _FOREIGN_BOMS.items():
         if head.startswith(bom):
-            raise TraceError(f"file is {name}-encoded (byte-order mark {bom.hex(' ')}); "
-                             "re-encode it as UTF-8", str(path), 1)
+            raise TraceError(
+                f"file is {name}-encoded (byte-order mark {bom.hex(' ')}); re-encode it as UTF-8",
+                str(path),
+                1,
+            )
     if b"\x00" in head[:4096]:
-        raise TraceError("file contains NUL bytes: binary data or a UTF-16 file without BOM",
-                         str(path), head[: head.index(b"\x00")].count(b"\n") + 1)
+        raise TraceError(
+            "file contains NUL bytes: binary data or a UTF-16 file without BOM",
+            str(path),
+            head[: head.index(b"\x00")].count(b"\n") + 1,
+        )
 
 
 def has_bad_utf8(text: str) -> bool:
@@ -92,8 +102,9 @@ def read_csv_header(path: Path) -> tuple[list[str], int]:
     raise TraceError("file is empty (no header row)", str(path), 1)
 
 
-def iter_csv_chunks(path: Path, policy: RowPolicy,
-                    chunk_rows: int = CHUNK_ROWS) -> Iterator[tuple[list[list[str]], list[int]]]:
+def iter_csv_chunks(
+    path: Path, policy: RowPolicy, chunk_rows: int = CHUNK_ROWS
+) -> Iterator[tuple[list[list[str]], list[int]]]:
     """Yield (columns, line numbers) of well-shaped data rows; misshapen rows go to the policy.
 
     Rows are pulled in C-speed slices; a slice whose rows each took one physical line (the
@@ -116,8 +127,11 @@ def iter_csv_chunks(path: Path, policy: RowPolicy,
                 if good:
                     yield [list(col) for col in zip(*good, strict=True)], good_lines
         except csv.Error as exc:
-            raise TraceError(f"unreadable CSV (an unbalanced quote earlier can cause this): {exc}",
-                             str(path), reader.line_num) from None
+            raise TraceError(
+                f"unreadable CSV (an unbalanced quote earlier can cause this): {exc}",
+                str(path),
+                reader.line_num,
+            ) from None
         except (OSError, EOFError) as exc:
             raise TraceError(f"unreadable file: {exc}", str(path)) from None
 
@@ -133,8 +147,9 @@ def _row_lines(rows: list[list[str]], before: int, after: int) -> list[int]:
     return lines
 
 
-def _shape_filter(rows: list[list[str]], lines: list[int], width: int,
-                  policy: RowPolicy) -> tuple[list[list[str]], list[int]]:
+def _shape_filter(
+    rows: list[list[str]], lines: list[int], width: int, policy: RowPolicy
+) -> tuple[list[list[str]], list[int]]:
     """Drop blank lines (not rows); rows of the wrong width go to the policy."""
     lens = list(map(len, rows))
     if lens.count(width) == len(rows):
@@ -177,8 +192,7 @@ def _parse_json_line(path: Path, policy: RowPolicy, line: int, data: bytes) -> d
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        policy.bad(line, None, f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at column "
-                               f"{exc.start + 1})")
+        policy.bad(line, None, f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at column {exc.start + 1})")
         return None
     try:
         record = json.loads(text)

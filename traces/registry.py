@@ -23,7 +23,8 @@ def load_workload(spec: str | Path, *, format: str = "auto", **opts: object) -> 
     spec_s = str(spec)
     if spec_s not in SHIPPED and format == "auto" and is_generator_spec(spec_s):
         if opts:
-            raise TraceError(f"option(s) {sorted(opts)} do not apply to a generator spec", spec_s,
-                             None, next(iter(opts)))
+            raise TraceError(
+                f"option(s) {sorted(opts)} do not apply to a generator spec", spec_s, None, next(iter(opts))
+            )
         return load_generated(spec_s)
     return load_file(spec_s, format=format, **opts)

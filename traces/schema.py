@@ -10,11 +10,11 @@ from __future__ import annotations
 
 # Required columns, in order, with their pandas dtypes.
 REQUIRED_COLUMNS: dict[str, str] = {
-    "request_id": "string",      # unique, stable across runs (Arrow-backed strings)
-    "arrival_time": "float64",   # seconds from the workload's start (>= 0), non-decreasing;
-                                 # loaders put the file's first request at 0, a window its start
-    "prompt_tokens": "int64",    # >= 1
-    "output_tokens": "int64",    # >= 1: the model emits EOS after this many tokens
+    "request_id": "string",  # unique, stable across runs (Arrow-backed strings)
+    "arrival_time": "float64",  # seconds from the workload's start (>= 0), non-decreasing;
+    # loaders put the file's first request at 0, a window its start
+    "prompt_tokens": "int64",  # >= 1
+    "output_tokens": "int64",  # >= 1: the model emits EOS after this many tokens
 }
 
 # Optional columns, with their dtypes and the value a missing column means.
@@ -27,18 +27,18 @@ OPTIONAL_COLUMNS: dict[str, tuple[str, object]] = {
     # value per full block at the simulator's block size.
     "prompt_block_hashes": ("object", None),
     "session_id": ("string", None),
-    "turn": ("Int64", None),              # 0-based turn within the session
-    "max_tokens": ("Int64", None),        # None: output_tokens is the cap too
+    "turn": ("Int64", None),  # 0-based turn within the session
+    "max_tokens": ("Int64", None),  # None: output_tokens is the cap too
     "structured_output": ("bool", False),
     "priority": ("int64", 0),
     "lora_id": ("Int64", None),
-    "request_class": ("string", None),    # generator class name, BurstGPT model, ...
+    "request_class": ("string", None),  # generator class name, BurstGPT model, ...
 }
 
 # Workload.attrs keys
 ATTR_PREFIX_BLOCK_SIZE = "prefix_block_size"  # block size prompt_block_hashes are expressed in
-ATTR_SOURCE = "source"                        # where the rows came from (file, generator + seed)
-ATTR_FORMAT = "format"                        # loader that read it: azure, mooncake, burstgpt, ...
-ATTR_SKIPPED = "skipped_rows"                 # {"count": n, "first": [{line, field, reason}]}
-ATTR_FILTERED = "filtered_rows"               # rows left out on request (model/log-type filters)
-ATTR_TRANSFORMS = "transforms"                # list of transforms applied, in order
+ATTR_SOURCE = "source"  # where the rows came from (file, generator + seed)
+ATTR_FORMAT = "format"  # loader that read it: azure, mooncake, burstgpt, ...
+ATTR_SKIPPED = "skipped_rows"  # {"count": n, "first": [{line, field, reason}]}
+ATTR_FILTERED = "filtered_rows"  # rows left out on request (model/log-type filters)
+ATTR_TRANSFORMS = "transforms"  # list of transforms applied, in order

@@ -78,15 +78,21 @@ def _key(kind: int, *parts: int) -> int:
     return k
 
 
-def _single(c: ClassSpec, ci: int, ev: np.ndarray, t: np.ndarray, rng: np.random.Generator,
-            block: int) -> dict[str, np.ndarray]:
+def _single(
+    c: ClassSpec, ci: int, ev: np.ndarray, t: np.ndarray, rng: np.random.Generator, block: int
+) -> dict[str, np.ndarray]:
     """One request per event; the system prompt (if any) is the only shared part."""
     m = len(ev)
     body = c.prompt.sample(m, rng)
     out = c.output.sample(m, rng)
     sys_id = rng.integers(c.system_prompts, size=m)
-    cols = {"event": ev, "turn_i": np.zeros(m, np.int64), "arrival_time": t[ev],
-            "prompt_tokens": body + c.system_prompt_tokens, "output_tokens": out}
+    cols = {
+        "event": ev,
+        "turn_i": np.zeros(m, np.int64),
+        "arrival_time": t[ev],
+        "prompt_tokens": body + c.system_prompt_tokens,
+        "output_tokens": out,
+    }
     if c.shares_prefixes:
         h = PromptHasher(block)
         marks = []
@@ -99,8 +105,9 @@ def _single(c: ClassSpec, ci: int, ev: np.ndarray, t: np.ndarray, rng: np.random
     return cols
 
 
-def _sessions(c: ClassSpec, ci: int, ev: np.ndarray, t: np.ndarray, rng: np.random.Generator,
-              block: int) -> dict[str, np.ndarray]:
+def _sessions(
+    c: ClassSpec, ci: int, ev: np.ndarray, t: np.ndarray, rng: np.random.Generator, block: int
+) -> dict[str, np.ndarray]:
     """Sessions: turn j's prompt = system + all earlier (user, reply) pairs + user message j."""
     turns = c.turns.sample(len(ev), rng)  # type: ignore[union-attr]
     total = int(turns.sum())
@@ -124,9 +131,14 @@ def _sessions(c: ClassSpec, ci: int, ev: np.ndarray, t: np.ndarray, rng: np.rand
             marks.append(h.mark())
             h.extend(_key(_REPLY, ci, int(ev[s]), int(turn_i[r])), int(reply[r]))
     hashes = _tuples(h, marks)
-    return {"event": ev[owner], "turn_i": turn_i, "arrival_time": arrival,
-            "prompt_tokens": c.system_prompt_tokens + history + user, "output_tokens": reply,
-            "prompt_block_hashes": hashes}
+    return {
+        "event": ev[owner],
+        "turn_i": turn_i,
+        "arrival_time": arrival,
+        "prompt_tokens": c.system_prompt_tokens + history + user,
+        "output_tokens": reply,
+        "prompt_block_hashes": hashes,
+    }
 
 
 def _grouped_cumsum(x: np.ndarray, first: np.ndarray, owner: np.ndarray) -> np.ndarray:
@@ -148,15 +160,15 @@ def build_requests(spec: WorkloadSpec, t: np.ndarray, rng: np.random.Generator) 
         parts.append(_frame(c, cols))
     df = pd.concat(parts, ignore_index=True)
     if "prompt_block_hashes" in df.columns:
-        df["prompt_block_hashes"] = [h if isinstance(h, tuple) else None
-                                     for h in df["prompt_block_hashes"]]
+        df["prompt_block_hashes"] = [h if isinstance(h, tuple) else None for h in df["prompt_block_hashes"]]
     df = df.sort_values(["arrival_time", "_event", "turn_tmp"], kind="stable").reset_index(drop=True)
     df = df.drop(columns=["_event", "turn_tmp"])
     return _prune(df, spec)
 
 
-def _strings(prefix: str, numbers: np.ndarray, suffix: tuple[str, np.ndarray] | None = None
-             ) -> pd.api.extensions.ExtensionArray:
+def _strings(
+    prefix: str, numbers: np.ndarray, suffix: tuple[str, np.ndarray] | None = None
+) -> pd.api.extensions.ExtensionArray:
     """'<prefix><n>[<sep><m>]' ids built in Arrow (a million ids in well under a second)."""
     parts = [prefix, pa.array(numbers).cast(pa.string())]
     if suffix is not None:
@@ -166,8 +178,7 @@ def _strings(prefix: str, numbers: np.ndarray, suffix: tuple[str, np.ndarray] | 
 
 def _nullable(value: int | None, n: int) -> pd.arrays.IntegerArray:
     """A constant Int64 column without building a Python list."""
-    return pd.arrays.IntegerArray(np.full(n, value or 0, dtype=np.int64),
-                                  np.full(n, value is None))
+    return pd.arrays.IntegerArray(np.full(n, value or 0, dtype=np.int64), np.full(n, value is None))
 
 
 def _frame(c: ClassSpec, cols: dict[str, np.ndarray]) -> pd.DataFrame:
@@ -206,4 +217,3 @@ def _prune(df: pd.DataFrame, spec: WorkloadSpec) -> pd.DataFrame:
     if all(c.max_tokens is None for c in classes):
         drop.append("max_tokens")
     return df.drop(columns=[d for d in drop if d in df.columns])
-

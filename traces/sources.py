@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from .reading import open_binary, read_csv_header
 from .errors import TraceError
 from .formats_csv import AZURE_COLUMNS, load_azure, load_burstgpt, load_csv
 from .formats_jsonl import load_jsonl, load_mooncake
 from .native import read_parquet_workload
+from .reading import open_binary, read_csv_header
 
 SHIPPED: dict[str, str] = {
     "azure-conv-2023": "AzureLLMInferenceTrace_conv.csv",
@@ -66,18 +66,17 @@ def load_file(spec: str | Path, *, format: str = "auto", **opts: object) -> pd.D
     spec_s = str(spec)
     path = shipped_path(spec_s) if spec_s in SHIPPED else Path(spec_s)
     if spec_s not in SHIPPED and not path.exists():
-        raise TraceError(f"no such file, and not a shipped trace ({', '.join(sorted(SHIPPED))})",
-                         spec_s, None, "spec")
+        raise TraceError(
+            f"no such file, and not a shipped trace ({', '.join(sorted(SHIPPED))})", spec_s, None, "spec"
+        )
     fmt = sniff_format(path) if format == "auto" else format
     if fmt not in LOADERS:
-        raise TraceError(f"unknown format {fmt!r}; known: auto, {', '.join(LOADERS)}", spec_s,
-                         None, "format")
+        raise TraceError(f"unknown format {fmt!r}; known: auto, {', '.join(LOADERS)}", spec_s, None, "format")
     loader = LOADERS[fmt]
     params = inspect.signature(loader).parameters
     unknown = [k for k in opts if k not in params]
     if unknown:
-        raise TraceError(f"option(s) {unknown} do not apply to the {fmt} format", spec_s, None,
-                         unknown[0])
+        raise TraceError(f"option(s) {unknown} do not apply to the {fmt} format", spec_s, None, unknown[0])
     df = loader(path, **opts)
     if spec_s in SHIPPED:
         df.attrs["source"] = spec_s

@@ -20,9 +20,9 @@ class ClassSpec:
     weight: float = 1.0
     prompt: LengthSpec = field(default_factory=lambda: LengthSpec("lognormal", mean=512, cv=1.0))
     output: LengthSpec = field(default_factory=lambda: LengthSpec("lognormal", mean=128, cv=1.0))
-    turns: LengthSpec | None = None          # None: single-turn requests
-    think_time_s: float = 0.0                # mean (exponential) gap between a session's turns
-    system_prompt_tokens: int = 0            # shared prefix, one of `system_prompts` variants
+    turns: LengthSpec | None = None  # None: single-turn requests
+    think_time_s: float = 0.0  # mean (exponential) gap between a session's turns
+    system_prompt_tokens: int = 0  # shared prefix, one of `system_prompts` variants
     system_prompts: int = 1
     structured_output: bool = False
     priority: int = 0
@@ -37,11 +37,14 @@ class ClassSpec:
         if not (np.isfinite(self.weight) and self.weight > 0):
             raise TraceError(f"weight must be > 0, got {self.weight}", field=f"{self.name}.weight")
         if self.think_time_s < 0 or self.system_prompt_tokens < 0 or self.system_prompts < 1:
-            raise TraceError("think_time_s and system_prompt_tokens must be >= 0, system_prompts "
-                             ">= 1", field=f"{self.name}.system_prompts")
+            raise TraceError(
+                "think_time_s and system_prompt_tokens must be >= 0, system_prompts >= 1",
+                field=f"{self.name}.system_prompts",
+            )
         if self.max_tokens is not None and self.max_tokens < 1:
-            raise TraceError(f"max_tokens must be >= 1, got {self.max_tokens}",
-                             field=f"{self.name}.max_tokens")
+            raise TraceError(
+                f"max_tokens must be >= 1, got {self.max_tokens}", field=f"{self.name}.max_tokens"
+            )
 
     @property
     def shares_prefixes(self) -> bool:
@@ -58,7 +61,7 @@ class WorkloadSpec:
     num_requests: int | None = 1000
     duration_s: float | None = None
     seed: int = 0
-    block_size: int = 16                     # granularity of the generated prompt block hashes
+    block_size: int = 16  # granularity of the generated prompt block hashes
 
     def __post_init__(self) -> None:
         """Exactly one size limit; classes from dicts."""

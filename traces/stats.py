@@ -25,16 +25,21 @@ class TraceStats:
         """Human-readable block for the CLI."""
         s = self.summary.iloc[0]
         head = "\n".join(f"{k:>24}: {v}" for k, v in s.items())
-        return (f"{head}\n\nlength percentiles (tokens):\n{self.lengths.to_string()}\n\n"
-                f"rate over time (req/s):\n{self.rate.to_string(index=False, max_rows=24)}")
+        return (
+            f"{head}\n\nlength percentiles (tokens):\n{self.lengths.to_string()}\n\n"
+            f"rate over time (req/s):\n{self.rate.to_string(index=False, max_rows=24)}"
+        )
 
 
 def trace_stats(df: pd.DataFrame, block_size: int = 16, bins: int = 60) -> TraceStats:
     """Summary of a Workload; prefix sharing assumes an unbounded cache at `block_size`."""
     t = df["arrival_time"].to_numpy(dtype=float)
     span = float(t[-1] - t[0]) if len(t) > 1 else 0.0
-    share = prefix_sharing(df, block_size) if "prompt_block_hashes" in df.columns else \
-        {"prefix_sharing_ratio": 0.0, "cacheable_tokens": 0.0}
+    share = (
+        prefix_sharing(df, block_size)
+        if "prompt_block_hashes" in df.columns
+        else {"prefix_sharing_ratio": 0.0, "cacheable_tokens": 0.0}
+    )
     summary = {
         "source": str(df.attrs.get("source", "")),
         "requests": len(df),
@@ -94,8 +99,9 @@ def plot_workload(df: pd.DataFrame, path: str | Path, bins: int = 60) -> Path:
     ax[0, 0].set(title="arrival rate", xlabel="time (s)", ylabel="req/s")
     # log10 values on linear axes: matplotlib's log-axis tick layout is very slow here
     for col, label in (("prompt_tokens", "prompt"), ("output_tokens", "output")):
-        ax[0, 1].scatter(t, np.log10(df[col].to_numpy(dtype=float)), s=2, alpha=0.4, label=label,
-                         rasterized=True)
+        ax[0, 1].scatter(
+            t, np.log10(df[col].to_numpy(dtype=float)), s=2, alpha=0.4, label=label, rasterized=True
+        )
     ax[0, 1].set(title="lengths over time", xlabel="time (s)", ylabel="log10(tokens)")
     ax[0, 1].legend(markerscale=4, loc="upper right")
     for a, col in zip(ax[1], ("prompt_tokens", "output_tokens"), strict=True):

@@ -21,8 +21,12 @@ def mean_rate(workload: pd.DataFrame) -> float:
     """Requests per second over the trace span: (n - 1) gaps in (last - first) seconds."""
     t = workload["arrival_time"].to_numpy()
     if len(t) < 2 or t[-1] <= t[0]:
-        raise TraceError("rate needs at least two requests with distinct arrival times",
-                         str(workload.attrs.get(ATTR_SOURCE)), None, "arrival_time")
+        raise TraceError(
+            "rate needs at least two requests with distinct arrival times",
+            str(workload.attrs.get(ATTR_SOURCE)),
+            None,
+            "arrival_time",
+        )
     return (len(t) - 1) / float(t[-1] - t[0])
 
 
@@ -70,8 +74,9 @@ def window(workload: pd.DataFrame, start: float, end: float, rebase: bool = True
     return _keep_attrs(out, workload, f"window({start:g}, {end:g})")
 
 
-def sample(workload: pd.DataFrame, n: int | None = None, frac: float | None = None,
-           seed: int = 0) -> pd.DataFrame:
+def sample(
+    workload: pd.DataFrame, n: int | None = None, frac: float | None = None, seed: int = 0
+) -> pd.DataFrame:
     """A seeded random subset (thinning), kept in arrival order."""
     if (n is None) == (frac is None):
         raise TraceError("sample needs exactly one of n or frac", field="n")
@@ -106,18 +111,19 @@ def concat(workloads: list[pd.DataFrame], mode: str = "sequential", gap: float =
         raise TraceError(f"mode must be 'sequential' or 'interleave', got {mode!r}", field="mode")
     if not workloads:
         raise TraceError("concat needs at least one workload", field="workloads")
-    sizes = {w.attrs.get(ATTR_PREFIX_BLOCK_SIZE) for w in workloads
-             if "prompt_block_hashes" in w.columns}
+    sizes = {w.attrs.get(ATTR_PREFIX_BLOCK_SIZE) for w in workloads if "prompt_block_hashes" in w.columns}
     if len(sizes) > 1:
-        raise TraceError(f"cannot concatenate hashes of block sizes {sorted(sizes)}",
-                         field="prompt_block_hashes")
+        raise TraceError(
+            f"cannot concatenate hashes of block sizes {sorted(sizes)}", field="prompt_block_hashes"
+        )
     parts, offset = [], 0.0
     for k, w in enumerate(workloads):
         part = w.copy()
         part["request_id"] = f"w{k}:" + part["request_id"].astype(str)
         if "prompt_block_hashes" in part.columns:
-            part["prompt_block_hashes"] = [None if h is None else tuple((k, x) for x in h)
-                                           for h in part["prompt_block_hashes"]]
+            part["prompt_block_hashes"] = [
+                None if h is None else tuple((k, x) for x in h) for h in part["prompt_block_hashes"]
+            ]
         if mode == "sequential":
             part["arrival_time"] = part["arrival_time"] + offset
             offset = float(part["arrival_time"].max()) + gap if len(part) else offset
@@ -126,8 +132,10 @@ def concat(workloads: list[pd.DataFrame], mode: str = "sequential", gap: float =
     if "prompt_block_hashes" in out.columns:
         out["prompt_block_hashes"] = _renumber(out["prompt_block_hashes"].tolist())
     out = out.sort_values("arrival_time", kind="stable").reset_index(drop=True)
-    out.attrs = {"source": "concat(" + ", ".join(str(w.attrs.get(ATTR_SOURCE)) for w in workloads)
-                 + ")", "transforms": [f"concat({mode})"]}
+    out.attrs = {
+        "source": "concat(" + ", ".join(str(w.attrs.get(ATTR_SOURCE)) for w in workloads) + ")",
+        "transforms": [f"concat({mode})"],
+    }
     if sizes:
         out.attrs[ATTR_PREFIX_BLOCK_SIZE] = sizes.pop()
     return validate_workload(normalize(out))

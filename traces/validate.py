@@ -36,7 +36,8 @@ def with_defaults(df: pd.DataFrame) -> pd.DataFrame:
                 out[name] = pd.Series([default] * n, dtype=object, index=out.index)
             else:
                 out[name] = pd.Series([default] * n, index=out.index).astype(
-                    _ID_DTYPE if dtype == "string" else dtype)
+                    _ID_DTYPE if dtype == "string" else dtype
+                )
     out.attrs = dict(df.attrs)
     return normalize(out)
 
@@ -47,8 +48,12 @@ def _fail(df: pd.DataFrame, mask: np.ndarray, field: str, what: str) -> None:
     if idx.size:
         i = int(idx[0])
         rid = df["request_id"].iloc[i] if "request_id" in df.columns else "?"
-        raise TraceError(f"row {i} (request {rid}): {what} ({idx.size} row(s) affected)",
-                         str(df.attrs.get(ATTR_SOURCE, "<workload>")), None, field)
+        raise TraceError(
+            f"row {i} (request {rid}): {what} ({idx.size} row(s) affected)",
+            str(df.attrs.get(ATTR_SOURCE, "<workload>")),
+            None,
+            field,
+        )
 
 
 def validate_workload(df: pd.DataFrame) -> pd.DataFrame:
@@ -86,8 +91,12 @@ def _check_hashes(df: pd.DataFrame, src: str) -> None:
         return
     size = df.attrs.get(ATTR_PREFIX_BLOCK_SIZE)
     if not isinstance(size, int | np.integer) or size < 1:
-        raise TraceError(f"prompt_block_hashes given but attrs[{ATTR_PREFIX_BLOCK_SIZE!r}] is "
-                         f"{size!r}", src, None, "prompt_block_hashes")
+        raise TraceError(
+            f"prompt_block_hashes given but attrs[{ATTR_PREFIX_BLOCK_SIZE!r}] is {size!r}",
+            src,
+            None,
+            "prompt_block_hashes",
+        )
     n = np.fromiter((len(h) if h is not None else 0 for h in hashes), np.int64, len(df))
     cap = -(-df["prompt_tokens"].to_numpy(dtype=np.int64) // int(size))
     _fail(df, n > cap, "prompt_block_hashes", f"more hashes than ceil(prompt_tokens / {size})")

@@ -34,11 +34,14 @@ class AttentionMetadata:
             self.seq_lens.to(device, non_blocking=non_blocking),
             self.block_tables.to(device, non_blocking=non_blocking),
             self.slot_mapping.to(device, non_blocking=non_blocking),
-            self.max_query_len, self.max_seq_len)
+            self.max_query_len,
+            self.max_seq_len,
+        )
 
 
-def check_block_tables(block_tables: torch.Tensor, seq_lens: torch.Tensor, num_blocks: int,
-                       block_size: int) -> None:
+def check_block_tables(
+    block_tables: torch.Tensor, seq_lens: torch.Tensor, num_blocks: int, block_size: int
+) -> None:
     """Raise before launch if a page a sequence reads is missing or outside the cache.
 
     An out-of-range index inside a Triton kernel corrupts memory on a GPU and kills the process
@@ -54,8 +57,10 @@ def check_block_tables(block_tables: torch.Tensor, seq_lens: torch.Tensor, num_b
             raise ValueError(f"sequence {i}: seq_len {seq_len} needs {need} blocks, table has {bt.shape[1]}")
         used = bt[i, :need]
         if need and (int(used.min()) < 1 or int(used.max()) >= num_blocks):
-            raise ValueError(f"sequence {i}: block ids {used.tolist()} outside 1..{num_blocks - 1} "
-                             "(block 0 is the null block)")
+            raise ValueError(
+                f"sequence {i}: block ids {used.tolist()} outside 1..{num_blocks - 1} "
+                "(block 0 is the null block)"
+            )
 
 
 def check_slot_mapping(slot_mapping: torch.Tensor, num_blocks: int, block_size: int) -> None:
@@ -65,5 +70,7 @@ def check_slot_mapping(slot_mapping: torch.Tensor, num_blocks: int, block_size: 
     if bool((slots < -1).any()):
         raise ValueError(f"slot_mapping has values below -1: {slots[slots < -1].tolist()[:8]}")
     if valid.numel() and (int(valid.min()) < block_size or int(valid.max()) >= num_blocks * block_size):
-        raise ValueError(f"slot_mapping values must lie in {block_size}..{num_blocks * block_size - 1}, got "
-                         f"min {int(valid.min())} max {int(valid.max())}")
+        raise ValueError(
+            f"slot_mapping values must lie in {block_size}..{num_blocks * block_size - 1}, got "
+            f"min {int(valid.min())} max {int(valid.max())}"
+        )

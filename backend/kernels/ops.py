@@ -17,19 +17,33 @@ class Ops(Protocol):
 
     name: str
 
-    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float,
-                 residual: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def rms_norm(
+        self, x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
-    def rotary(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
-               cos_sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
+    def rotary(
+        self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
     def silu_and_mul(self, x: torch.Tensor) -> torch.Tensor: ...
 
-    def store_kv(self, key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor,
-                 value_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None: ...
+    def store_kv(
+        self,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        key_cache: torch.Tensor,
+        value_cache: torch.Tensor,
+        slot_mapping: torch.Tensor,
+    ) -> None: ...
 
-    def paged_attention(self, q: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
-                        meta: AttentionMetadata, scale: float) -> torch.Tensor: ...
+    def paged_attention(
+        self,
+        q: torch.Tensor,
+        key_cache: torch.Tensor,
+        value_cache: torch.Tensor,
+        meta: AttentionMetadata,
+        scale: float,
+    ) -> torch.Tensor: ...
 
 
 class TorchOps:
@@ -52,13 +66,15 @@ class TritonOps:
         self._attn = importlib.import_module(f"{__package__}.triton_attention")
         self._elem = importlib.import_module(f"{__package__}.triton_elementwise")
 
-    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float,
-                 residual: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def rms_norm(
+        self, x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Fused add + RMSNorm kernel."""
         return self._elem.rms_norm(x, weight, eps, residual)
 
-    def rotary(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
-               cos_sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def rotary(
+        self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """In-place rotary kernel."""
         return self._elem.rotary(positions, q, k, cos_sin)
 
@@ -66,17 +82,31 @@ class TritonOps:
         """SwiGLU gate kernel."""
         return self._elem.silu_and_mul(x)
 
-    def store_kv(self, key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor,
-                 value_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
+    def store_kv(
+        self,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        key_cache: torch.Tensor,
+        value_cache: torch.Tensor,
+        slot_mapping: torch.Tensor,
+    ) -> None:
         """KV store kernel; slots are checked when they are host tensors."""
-        self._elem.store_kv(key, value, key_cache, value_cache, slot_mapping,
-                            validate=slot_mapping.device.type == "cpu")
+        self._elem.store_kv(
+            key, value, key_cache, value_cache, slot_mapping, validate=slot_mapping.device.type == "cpu"
+        )
 
-    def paged_attention(self, q: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
-                        meta: AttentionMetadata, scale: float) -> torch.Tensor:
+    def paged_attention(
+        self,
+        q: torch.Tensor,
+        key_cache: torch.Tensor,
+        value_cache: torch.Tensor,
+        meta: AttentionMetadata,
+        scale: float,
+    ) -> torch.Tensor:
         """Mixed-batch paged attention kernel; block tables are checked when on the host."""
-        return self._attn.paged_attention(q, key_cache, value_cache, meta, scale,
-                                          validate=meta.block_tables.device.type == "cpu")
+        return self._attn.paged_attention(
+            q, key_cache, value_cache, meta, scale, validate=meta.block_tables.device.type == "cpu"
+        )
 
 
 def triton_status() -> tuple[bool, str]:

@@ -7,8 +7,9 @@ import torch
 from .metadata import AttentionMetadata
 
 
-def rms_norm_ref(x: torch.Tensor, weight: torch.Tensor, eps: float,
-                 residual: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def rms_norm_ref(
+    x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """RMSNorm of (x + residual) in fp32; returns (normed, new residual) as vLLM's fused op does."""
     h = x.float() if residual is None else x.float() + residual.float()
     out = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * weight.float()
@@ -22,8 +23,9 @@ def rotary_cos_sin(head_dim: int, max_positions: int, theta: float) -> torch.Ten
     return torch.cat([freqs.cos(), freqs.sin()], dim=-1).float()
 
 
-def rotary_ref(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
-               cos_sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def rotary_ref(
+    positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Rotate q [T, Hq, D] and k [T, Hk, D] by their positions (rotate-half convention)."""
     half = q.shape[-1] // 2
     cs = cos_sin[positions.long()]
@@ -43,8 +45,13 @@ def silu_and_mul_ref(x: torch.Tensor) -> torch.Tensor:
     return (torch.nn.functional.silu(g) * u).to(x.dtype)
 
 
-def store_kv_ref(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor,
-                 value_cache: torch.Tensor, slot_mapping: torch.Tensor) -> None:
+def store_kv_ref(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> None:
     """Write each token's K/V [T, Hk, D] into its slot of the paged cache; slot -1 is skipped."""
     keep = slot_mapping >= 0
     slots = slot_mapping[keep].long()
@@ -62,8 +69,14 @@ def gather_kv(cache: torch.Tensor, block_table: torch.Tensor, seq_len: int) -> t
     return pages.reshape(-1, *cache.shape[2:])[:seq_len]
 
 
-def _decode_attention(q: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
-                      tables: torch.Tensor, lens: torch.Tensor, scale: float) -> torch.Tensor:
+def _decode_attention(
+    q: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    tables: torch.Tensor,
+    lens: torch.Tensor,
+    scale: float,
+) -> torch.Tensor:
     """Single-token queries [B, Hq, D], batched: one padded gather of every sequence's pages."""
     block_size, kv_heads = key_cache.shape[1], key_cache.shape[2]
     pages = -(-int(lens.max()) // block_size)
@@ -78,8 +91,9 @@ def _decode_attention(q: torch.Tensor, key_cache: torch.Tensor, value_cache: tor
     return out.reshape(q.shape).to(q.dtype)
 
 
-def paged_attention_ref(q: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
-                        meta: AttentionMetadata, scale: float) -> torch.Tensor:
+def paged_attention_ref(
+    q: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, meta: AttentionMetadata, scale: float
+) -> torch.Tensor:
     """Causal GQA attention of each sequence's new tokens over its whole paged KV: [T, Hq, D].
 
     Decodes (one new token) run as one batched gather; prefill chunks one sequence at a time.
@@ -92,8 +106,14 @@ def paged_attention_ref(q: torch.Tensor, key_cache: torch.Tensor, value_cache: t
     if decodes:
         idx = torch.tensor(decodes, device=q.device)
         rows = meta.query_start_loc.to(q.device)[idx].long()
-        out[rows] = _decode_attention(q[rows], key_cache, value_cache, meta.block_tables.to(q.device)[idx],
-                                      meta.seq_lens.to(q.device)[idx], scale)
+        out[rows] = _decode_attention(
+            q[rows],
+            key_cache,
+            value_cache,
+            meta.block_tables.to(q.device)[idx],
+            meta.seq_lens.to(q.device)[idx],
+            scale,
+        )
     for i, seq_len in enumerate(lens):
         start, end = qsl[i], qsl[i + 1]
         if end - start <= 1:

@@ -35,11 +35,30 @@ def _online_softmax_tile(q, k, v, q_pos, k_pos, k_ok, m_i, l_i, acc, scale, IEEE
 
 @triton.jit
 def _paged_attention_kernel(
-    Q, K_cache, V_cache, Out, block_tables, query_start_loc, seq_lens, scale,
-    stride_qt, stride_qh, stride_ot, stride_oh, stride_kb, stride_ks, stride_kh, stride_bt,
-    QUERIES_PER_KV: tl.constexpr, PAGE_SIZE: tl.constexpr, HEAD_DIM: tl.constexpr,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-    UPCAST: tl.constexpr, IEEE: tl.constexpr,
+    Q,
+    K_cache,
+    V_cache,
+    Out,
+    block_tables,
+    query_start_loc,
+    seq_lens,
+    scale,
+    stride_qt,
+    stride_qh,
+    stride_ot,
+    stride_oh,
+    stride_kb,
+    stride_ks,
+    stride_kh,
+    stride_bt,
+    QUERIES_PER_KV: tl.constexpr,
+    PAGE_SIZE: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_M: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    UPCAST: tl.constexpr,
+    IEEE: tl.constexpr,
 ):
     """One program: BLOCK_M (token, query head) rows of one sequence and one KV head."""
     seq = tl.program_id(0)
@@ -90,8 +109,14 @@ def _interpreting() -> bool:
     return triton.knobs.runtime.interpret if hasattr(triton, "knobs") else False
 
 
-def paged_attention(q: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor,
-                    meta: AttentionMetadata, scale: float, validate: bool = True) -> torch.Tensor:
+def paged_attention(
+    q: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    meta: AttentionMetadata,
+    scale: float,
+    validate: bool = True,
+) -> torch.Tensor:
     """Triton paged attention over a mixed batch; q [T, Hq, D], caches [blocks, page, Hk, D]."""
     num_blocks, page, num_kv_heads, head_dim = key_cache.shape
     if value_cache.shape != key_cache.shape or value_cache.stride() != key_cache.stride():
@@ -108,10 +133,29 @@ def paged_attention(q: torch.Tensor, key_cache: torch.Tensor, value_cache: torch
     grid = (meta.num_seqs, num_kv_heads, triton.cdiv(max(meta.max_query_len, 1) * group, block_m))
     upcast = q.dtype == torch.bfloat16 and _interpreting()
     _paged_attention_kernel[grid](
-        q, key_cache, value_cache, out, meta.block_tables, meta.query_start_loc, meta.seq_lens, scale,
-        q.stride(0), q.stride(1), out.stride(0), out.stride(1),
-        key_cache.stride(0), key_cache.stride(1), key_cache.stride(2), meta.block_tables.stride(0),
-        QUERIES_PER_KV=group, PAGE_SIZE=page, HEAD_DIM=head_dim,
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
-        UPCAST=upcast, IEEE=q.dtype == torch.float32)
+        q,
+        key_cache,
+        value_cache,
+        out,
+        meta.block_tables,
+        meta.query_start_loc,
+        meta.seq_lens,
+        scale,
+        q.stride(0),
+        q.stride(1),
+        out.stride(0),
+        out.stride(1),
+        key_cache.stride(0),
+        key_cache.stride(1),
+        key_cache.stride(2),
+        meta.block_tables.stride(0),
+        QUERIES_PER_KV=group,
+        PAGE_SIZE=page,
+        HEAD_DIM=head_dim,
+        BLOCK_M=block_m,
+        BLOCK_N=block_n,
+        BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
+        UPCAST=upcast,
+        IEEE=q.dtype == torch.float32,
+    )
     return out

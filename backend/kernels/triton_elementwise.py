@@ -10,8 +10,9 @@ from .metadata import check_slot_mapping
 
 
 @triton.jit
-def _store_kv_kernel(K, V, K_cache, V_cache, slot_mapping, stride_kt, stride_vt,
-                     ROW: tl.constexpr, BLOCK: tl.constexpr):
+def _store_kv_kernel(
+    K, V, K_cache, V_cache, slot_mapping, stride_kt, stride_vt, ROW: tl.constexpr, BLOCK: tl.constexpr
+):
     """One program per token: copy its [Hk * D] key and value row into the slot's cache row."""
     t = tl.program_id(0)
     slot = tl.load(slot_mapping + t)
@@ -24,15 +25,23 @@ def _store_kv_kernel(K, V, K_cache, V_cache, slot_mapping, stride_kt, stride_vt,
     tl.store(V_cache + dst, v.to(V_cache.dtype.element_ty), mask=ok)
 
 
-def store_kv(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor,
-             value_cache: torch.Tensor, slot_mapping: torch.Tensor, validate: bool = True) -> None:
+def store_kv(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+    validate: bool = True,
+) -> None:
     """Write K/V [T, Hk, D] into the paged caches at slot_mapping (-1 = skip)."""
     num_blocks, page, heads, dim = key_cache.shape
     if not (key_cache.is_contiguous() and value_cache.is_contiguous()):
         raise ValueError("store_kv: caches must be contiguous")
     if key.shape[1:] != (heads, dim) or value.shape != key.shape or slot_mapping.numel() != key.shape[0]:
-        raise ValueError(f"store_kv: key {tuple(key.shape)} / slots {slot_mapping.numel()} do not fit "
-                         f"cache {tuple(key_cache.shape)}")
+        raise ValueError(
+            f"store_kv: key {tuple(key.shape)} / slots {slot_mapping.numel()} do not fit "
+            f"cache {tuple(key_cache.shape)}"
+        )
     if validate:
         check_slot_mapping(slot_mapping, num_blocks, page)
     key = key if key[0].is_contiguous() else key.contiguous()
@@ -40,14 +49,34 @@ def store_kv(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tensor,
     if key.shape[0] == 0:
         return
     row = heads * dim
-    _store_kv_kernel[(key.shape[0],)](key, value, key_cache, value_cache, slot_mapping,
-                                      key.stride(0), value.stride(0), ROW=row,
-                                      BLOCK=triton.next_power_of_2(row))
+    _store_kv_kernel[(key.shape[0],)](
+        key,
+        value,
+        key_cache,
+        value_cache,
+        slot_mapping,
+        key.stride(0),
+        value.stride(0),
+        ROW=row,
+        BLOCK=triton.next_power_of_2(row),
+    )
 
 
 @triton.jit
-def _rms_norm_kernel(X, R, W, Out, R_out, eps, stride_x, stride_r, stride_o,
-                     HIDDEN: tl.constexpr, BLOCK: tl.constexpr, HAS_RESIDUAL: tl.constexpr):
+def _rms_norm_kernel(
+    X,
+    R,
+    W,
+    Out,
+    R_out,
+    eps,
+    stride_x,
+    stride_r,
+    stride_o,
+    HIDDEN: tl.constexpr,
+    BLOCK: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
+):
     """One program per row: h = x (+ residual); out = h / rms(h) * w; residual_out = h."""
     row = tl.program_id(0)
     offs = tl.arange(0, BLOCK)
@@ -61,8 +90,9 @@ def _rms_norm_kernel(X, R, W, Out, R_out, eps, stride_x, stride_r, stride_o,
     tl.store(Out + row * stride_o + offs, (h * inv * w).to(Out.dtype.element_ty), mask=ok)
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
-             residual: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def rms_norm(
+    x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Fused (x + residual) then RMSNorm; returns (normed, new residual)."""
     rows, hidden = x.shape
     if weight.shape != (hidden,) or (residual is not None and residual.shape != x.shape):
@@ -71,15 +101,36 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float,
     res = x if residual is None else (residual if residual.stride(-1) == 1 else residual.contiguous())
     out, res_out = torch.empty_like(x), torch.empty_like(x)
     if rows:
-        _rms_norm_kernel[(rows,)](x, res, weight, out, res_out, eps, x.stride(0), res.stride(0),
-                                  out.stride(0), HIDDEN=hidden, BLOCK=triton.next_power_of_2(hidden),
-                                  HAS_RESIDUAL=residual is not None)
+        _rms_norm_kernel[(rows,)](
+            x,
+            res,
+            weight,
+            out,
+            res_out,
+            eps,
+            x.stride(0),
+            res.stride(0),
+            out.stride(0),
+            HIDDEN=hidden,
+            BLOCK=triton.next_power_of_2(hidden),
+            HAS_RESIDUAL=residual is not None,
+        )
     return out, res_out
 
 
 @triton.jit
-def _rotate_heads(base, t, stride_t, stride_h, cos, sin, HEADS: tl.constexpr, HALF: tl.constexpr,
-                  BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr):
+def _rotate_heads(
+    base,
+    t,
+    stride_t,
+    stride_h,
+    cos,
+    sin,
+    HEADS: tl.constexpr,
+    HALF: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_HALF: tl.constexpr,
+):
     """Rotate the HEADS heads of token t in place."""
     offs_h = tl.arange(0, BLOCK_H)
     offs_d = tl.arange(0, BLOCK_HALF)
@@ -92,9 +143,22 @@ def _rotate_heads(base, t, stride_t, stride_h, cos, sin, HEADS: tl.constexpr, HA
 
 
 @triton.jit
-def _rotary_kernel(positions, Q, K, cos_sin, stride_qt, stride_qh, stride_kt, stride_kh, stride_cs,
-                   HQ: tl.constexpr, HK: tl.constexpr, HALF: tl.constexpr,
-                   BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr):
+def _rotary_kernel(
+    positions,
+    Q,
+    K,
+    cos_sin,
+    stride_qt,
+    stride_qh,
+    stride_kt,
+    stride_kh,
+    stride_cs,
+    HQ: tl.constexpr,
+    HK: tl.constexpr,
+    HALF: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_HALF: tl.constexpr,
+):
     """One program per token: rotate every q and k head in place (rotate-half convention)."""
     t = tl.program_id(0)
     pos = tl.load(positions + t).to(tl.int64)
@@ -106,22 +170,37 @@ def _rotary_kernel(positions, Q, K, cos_sin, stride_qt, stride_qh, stride_kt, st
     _rotate_heads(K, t, stride_kt, stride_kh, cos, sin, HK, HALF, BLOCK_H, BLOCK_HALF)
 
 
-def rotary(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
-           cos_sin: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def rotary(
+    positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Rotate q [T, Hq, D] and k [T, Hk, D] in place by position; returns them."""
     tokens, hq, dim = q.shape
     if k.shape[0] != tokens or k.shape[2] != dim or positions.numel() != tokens or cos_sin.shape[1] != dim:
-        raise ValueError(f"rotary: q {tuple(q.shape)}, k {tuple(k.shape)}, positions "
-                         f"{positions.numel()}, cos_sin {tuple(cos_sin.shape)} mismatch")
+        raise ValueError(
+            f"rotary: q {tuple(q.shape)}, k {tuple(k.shape)}, positions "
+            f"{positions.numel()}, cos_sin {tuple(cos_sin.shape)} mismatch"
+        )
     if q.stride(-1) != 1 or k.stride(-1) != 1 or not cos_sin.is_contiguous():
         raise ValueError("rotary: the head dimension of q, k and cos_sin must be contiguous")
     if tokens and positions.device.type == "cpu" and int(positions.max()) >= cos_sin.shape[0]:
         raise ValueError(f"rotary: position {int(positions.max())} >= table size {cos_sin.shape[0]}")
     if tokens:
-        _rotary_kernel[(tokens,)](positions, q, k, cos_sin, q.stride(0), q.stride(1), k.stride(0),
-                                  k.stride(1), cos_sin.stride(0), HQ=hq, HK=k.shape[1], HALF=dim // 2,
-                                  BLOCK_H=triton.next_power_of_2(max(hq, k.shape[1])),
-                                  BLOCK_HALF=triton.next_power_of_2(dim // 2))
+        _rotary_kernel[(tokens,)](
+            positions,
+            q,
+            k,
+            cos_sin,
+            q.stride(0),
+            q.stride(1),
+            k.stride(0),
+            k.stride(1),
+            cos_sin.stride(0),
+            HQ=hq,
+            HK=k.shape[1],
+            HALF=dim // 2,
+            BLOCK_H=triton.next_power_of_2(max(hq, k.shape[1])),
+            BLOCK_HALF=triton.next_power_of_2(dim // 2),
+        )
     return q, k
 
 
@@ -147,6 +226,7 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     out = torch.empty(rows, inter, dtype=x.dtype, device=x.device)
     block = min(1024, triton.next_power_of_2(inter))
     if rows:
-        _silu_and_mul_kernel[(rows, triton.cdiv(inter, block))](x, out, x.stride(0), out.stride(0),
-                                                               INTER=inter, BLOCK=block)
+        _silu_and_mul_kernel[(rows, triton.cdiv(inter, block))](
+            x, out, x.stride(0), out.stride(0), INTER=inter, BLOCK=block
+        )
     return out

@@ -6,5 +6,12 @@ from .orca import OrcaConfig, OrcaPolicy
 from .sarathi import SarathiConfig, SarathiPolicy
 from .static import StaticConfig, StaticPolicy
 
-__all__ = ["BasePolicy", "OrcaConfig", "OrcaPolicy", "SarathiConfig", "SarathiPolicy", "StaticConfig",
-           "StaticPolicy"]
+__all__ = [
+    "BasePolicy",
+    "OrcaConfig",
+    "OrcaPolicy",
+    "SarathiConfig",
+    "SarathiPolicy",
+    "StaticConfig",
+    "StaticPolicy",
+]

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from ..config import SchedulerConfig
 from ..kv_cache import KVCacheManager, cdiv
@@ -32,17 +31,28 @@ class BasePolicy:
     def __init__(self, config: SchedulerConfig, watermark: float = 0.0) -> None:
         name = type(config).__name__
         if config.num_spec_tokens:
-            raise ValueError(f"{name}.num_spec_tokens: speculative decoding is not modelled by "
-                             f"{type(self).__name__}, got {config.num_spec_tokens}")
+            raise ValueError(
+                f"{name}.num_spec_tokens: speculative decoding is not modelled by "
+                f"{type(self).__name__}, got {config.num_spec_tokens}"
+            )
         if config.long_prefill_token_threshold:
-            raise ValueError(f"{name}.long_prefill_token_threshold: not a knob of "
-                             f"{type(self).__name__}, got {config.long_prefill_token_threshold}")
+            raise ValueError(
+                f"{name}.long_prefill_token_threshold: not a knob of "
+                f"{type(self).__name__}, got {config.long_prefill_token_threshold}"
+            )
         if config.scheduling_policy not in self.scheduling_policies:
-            raise ValueError(f"{name}.scheduling_policy: {type(self).__name__} supports "
-                             f"{self.scheduling_policies}, got {config.scheduling_policy!r}")
+            raise ValueError(
+                f"{name}.scheduling_policy: {type(self).__name__} supports "
+                f"{self.scheduling_policies}, got {config.scheduling_policy!r}"
+            )
         self.config = config
-        self.kv = KVCacheManager(config.num_gpu_blocks, config.block_size, config.max_model_len,
-                                 enable_caching=config.enable_prefix_caching, watermark=watermark)
+        self.kv = KVCacheManager(
+            config.num_gpu_blocks,
+            config.block_size,
+            config.max_model_len,
+            enable_caching=config.enable_prefix_caching,
+            watermark=watermark,
+        )
         self.requests: dict[str, Request] = {}
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
@@ -59,17 +69,24 @@ class BasePolicy:
         if request.status != RequestStatus.WAITING or request.num_computed_tokens:
             raise ValueError(f"request {rid}: status must be WAITING with no computed tokens")
         if request.prompt_len >= self.config.max_model_len:
-            raise ValueError(f"request {rid}: prompt_len {request.prompt_len} leaves no room for an "
-                             f"output under max_model_len {self.config.max_model_len}")
+            raise ValueError(
+                f"request {rid}: prompt_len {request.prompt_len} leaves no room for an "
+                f"output under max_model_len {self.config.max_model_len}"
+            )
         # Policies that clip max_tokens to the pool only need the prompt to fit; the others need
         # the longest sequence the request may reach (else it would be preempted forever).
-        longest = request.prompt_len + 1 if self.clip_max_new_to_pool else min(
-            request.prompt_len + request.max_tokens - 1, self.config.max_model_len)
+        longest = (
+            request.prompt_len + 1
+            if self.clip_max_new_to_pool
+            else min(request.prompt_len + request.max_tokens - 1, self.config.max_model_len)
+        )
         need = cdiv(longest, self.config.block_size)
         if need > self.kv.pool.num_usable_blocks:
-            raise ValueError(f"request {rid}: prompt_len {request.prompt_len} with max_tokens "
-                             f"{request.max_tokens} needs {need} KV blocks, the pool has "
-                             f"{self.kv.pool.num_usable_blocks} (num_gpu_blocks)")
+            raise ValueError(
+                f"request {rid}: prompt_len {request.prompt_len} with max_tokens "
+                f"{request.max_tokens} needs {need} KV blocks, the pool has "
+                f"{self.kv.pool.num_usable_blocks} (num_gpu_blocks)"
+            )
         self.requests[rid] = request
         self.waiting.append(request)
 
@@ -150,11 +167,23 @@ class BasePolicy:
             if asynchronous and not req.is_prefill_chunk:
                 req.num_output_placeholders += 1
 
-    def allocate(self, req: Request, num_new_tokens: int, hit_blocks: list[int] | None = None,
-                  hit: int = 0, lookahead: int = 0) -> bool:
+    def allocate(
+        self,
+        req: Request,
+        num_new_tokens: int,
+        hit_blocks: list[int] | None = None,
+        hit: int = 0,
+        lookahead: int = 0,
+    ) -> bool:
         """Allocate KV for `num_new_tokens` more tokens, adopting prefix-hit blocks first."""
-        got = self.kv.allocate_slots(req, num_new_tokens, hit, hit_blocks or None,
-                                     num_lookahead_tokens=lookahead, has_scheduled_reqs=bool(self.running))
+        got = self.kv.allocate_slots(
+            req,
+            num_new_tokens,
+            hit,
+            hit_blocks or None,
+            num_lookahead_tokens=lookahead,
+            has_scheduled_reqs=bool(self.running),
+        )
         if got is None:
             return False
         req.num_computed_tokens += hit
@@ -311,5 +340,6 @@ class BasePolicy:
             assert req.num_in_flight_tokens >= 0 and req.num_output_placeholders >= 0, req.request_id
             assert req.num_computed_tokens <= req.num_tokens + req.num_output_placeholders, req.request_id
             if req.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED):
-                assert req.num_computed_tokens == 0 and not self.kv.get_block_ids(req.request_id), \
+                assert req.num_computed_tokens == 0 and not self.kv.get_block_ids(req.request_id), (
                     f"{req.request_id}: waiting request holds KV"
+                )

@@ -24,16 +24,26 @@ class BaselineFastForward(FastForwardBase):
         p = self.policy
         if depth != 1 or p.max_concurrent_batches != 1 or not p.running or p.waiting:
             return None
-        if (p.preempted_req_ids or len(p.running) != len(p.requests)
-                or len(p.running) > self.config.max_num_batched_tokens):
+        if (
+            p.preempted_req_ids
+            or len(p.running) != len(p.requests)
+            or len(p.running) > self.config.max_num_batched_tokens
+        ):
             return None
         running_status = RequestStatus.RUNNING
         running: list[Request] = p.running
         for r in running:
-            if (r.status != running_status or r.num_output_placeholders or r.num_in_flight_tokens
-                    or r.num_stale_output_tokens or r.is_prefill_chunk or r.stop_token_ids
-                    or r.num_spec_tokens or r.structured_output
-                    or r.num_computed_tokens != r.prompt_len + len(r.output_token_ids) - 1):
+            if (
+                r.status != running_status
+                or r.num_output_placeholders
+                or r.num_in_flight_tokens
+                or r.num_stale_output_tokens
+                or r.is_prefill_chunk
+                or r.stop_token_ids
+                or r.num_spec_tokens
+                or r.structured_output
+                or r.num_computed_tokens != r.prompt_len + len(r.output_token_ids) - 1
+            ):
                 return None
         return running
 
@@ -42,8 +52,7 @@ class BaselineFastForward(FastForwardBase):
         cap: int = self.policy.max_new_tokens(r)
         return cap
 
-    def _sched_kv(self, r: Request, total: int, known: int, out0: int, i: int,
-                  toks: list[int]) -> bool:
+    def _sched_kv(self, r: Request, total: int, known: int, out0: int, i: int, toks: list[int]) -> bool:
         """BasePolicy.allocate(r, 1): allocate_slots for one token (no-op between candidates)."""
         kv = self.kv
         before = (len(kv.req_to_blocks[r.request_id]), kv.num_cached_block.get(r.request_id, 0))

@@ -33,8 +33,9 @@ class OrcaConfig(SchedulerConfig):
         if self.enable_chunked_prefill:
             raise ValueError("OrcaConfig.enable_chunked_prefill must be False: Orca runs whole prompts")
         if self.kv_reservation not in ("max_tokens", "none"):
-            raise ValueError(f"OrcaConfig.kv_reservation must be 'max_tokens' or 'none', "
-                             f"got {self.kv_reservation!r}")
+            raise ValueError(
+                f"OrcaConfig.kv_reservation must be 'max_tokens' or 'none', got {self.kv_reservation!r}"
+            )
 
 
 def reserve_whole(policy: BasePolicy, req: Request, to_completion: bool = True) -> int | None:
@@ -57,8 +58,9 @@ def admit(policy: BasePolicy, plan: StepPlan, req: Request, num_new: int) -> Non
     policy.add_to_plan(plan, req, num_new)
 
 
-@register_policy("orca", "Orca iteration-level batching: whole prompts, KV reserved to completion",
-                 OrcaConfig)
+@register_policy(
+    "orca", "Orca iteration-level batching: whole prompts, KV reserved to completion", OrcaConfig
+)
 class OrcaPolicy(BasePolicy):
     """Orca's scheduler on the shared step interface (synchronous: one batch in flight)."""
 

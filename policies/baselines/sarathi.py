@@ -31,14 +31,18 @@ class SarathiConfig(SchedulerConfig):
         """Stall-free batching needs chunked prefill."""
         super().__post_init__()
         if not self.enable_chunked_prefill:
-            raise ValueError("SarathiConfig.enable_chunked_prefill must be True (stall-free batching "
-                             "chunks prefills)")
+            raise ValueError(
+                "SarathiConfig.enable_chunked_prefill must be True (stall-free batching chunks prefills)"
+            )
         if not 0.0 <= self.watermark < 1.0:
             raise ValueError(f"SarathiConfig.watermark must be in [0, 1), got {self.watermark}")
 
 
-@register_policy("sarathi", "Sarathi-Serve stall-free batching: decodes first, then prefill chunks "
-                 "up to the token budget", SarathiConfig)
+@register_policy(
+    "sarathi",
+    "Sarathi-Serve stall-free batching: decodes first, then prefill chunks up to the token budget",
+    SarathiConfig,
+)
 class SarathiPolicy(BasePolicy):
     """Stall-free batching on the shared step interface (synchronous: one batch in flight)."""
 

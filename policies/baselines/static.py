@@ -29,12 +29,14 @@ class StaticConfig(SchedulerConfig):
         """Static batching runs whole prompts only."""
         super().__post_init__()
         if self.enable_chunked_prefill:
-            raise ValueError("StaticConfig.enable_chunked_prefill must be False: the batch runs "
-                             "whole prompts")
+            raise ValueError(
+                "StaticConfig.enable_chunked_prefill must be False: the batch runs whole prompts"
+            )
 
 
-@register_policy("static", "FasterTransformer request-level batching: no admission until the batch "
-                 "drains", StaticConfig)
+@register_policy(
+    "static", "FasterTransformer request-level batching: no admission until the batch drains", StaticConfig
+)
 class StaticPolicy(BasePolicy):
     """Static batching on the shared step interface (synchronous: one batch in flight)."""
 

@@ -26,13 +26,23 @@ class BlockPool:
     compiled, an int stored from a native value is a new object each time (ids above 256).
     """
 
-    __slots__ = ("num_gpu_blocks", "enable_caching", "ref_cnt", "block_hash", "mapped", "cached",
-                 "num_free", "_next", "_prev")
+    __slots__ = (
+        "num_gpu_blocks",
+        "enable_caching",
+        "ref_cnt",
+        "block_hash",
+        "mapped",
+        "cached",
+        "num_free",
+        "_next",
+        "_prev",
+    )
 
     def __init__(self, num_gpu_blocks: int, enable_caching: bool) -> None:
         if num_gpu_blocks < 2:
-            raise ValueError(f"BlockPool.num_gpu_blocks must be >= 2 (block 0 is the null block), "
-                             f"got {num_gpu_blocks}")
+            raise ValueError(
+                f"BlockPool.num_gpu_blocks must be >= 2 (block 0 is the null block), got {num_gpu_blocks}"
+            )
         self.num_gpu_blocks = num_gpu_blocks
         self.enable_caching = enable_caching
         self.ref_cnt: list[int] = [0] * num_gpu_blocks
@@ -204,11 +214,12 @@ class BlockPool:
         order = self.free_queue
         free = set(order)
         assert len(free) == len(order) == self.num_free, (
-            f"free queue corrupt: {len(order)} linked, {len(free)} distinct, {self.num_free} counted")
+            f"free queue corrupt: {len(order)} linked, {len(free)} distinct, {self.num_free} counted"
+        )
         assert NULL_BLOCK_ID not in free, "null block in the free queue"
         assert len(free) + len(held) + 1 == self.num_gpu_blocks, (
-            f"blocks not conserved: {len(free)} free + {len(held)} held + 1 null "
-            f"!= {self.num_gpu_blocks}")
+            f"blocks not conserved: {len(free)} free + {len(held)} held + 1 null != {self.num_gpu_blocks}"
+        )
         nxt, prev = self._next, self._prev
         assert prev[0] == (order[-1] if order else 0), "free queue tail link wrong"
         for a, b in zip([0, *order], [*order, 0], strict=True):
@@ -219,7 +230,7 @@ class BlockPool:
             assert (bid in free) == (want == 0), f"block {bid}: free-queue membership wrong"
         in_map = 0
         for h, entry in self.cached.items():
-            for bid in ([entry] if isinstance(entry, int) else entry):
+            for bid in [entry] if isinstance(entry, int) else entry:
                 assert self.block_hash[bid] == h, f"cache map points at block {bid} with another hash"
                 assert self.mapped[bid], f"block {bid} is in the hash map but not marked mapped"
                 in_map += 1

@@ -34,8 +34,8 @@ def _block_hash(request: Request, idx: int, parent: int, block_size: int) -> int
             return hash((parent, tuple(ids[start:end])))
         outs = request.output_token_ids
         if start >= prompt_len:
-            return hash((parent, tuple(outs[start - prompt_len:end - prompt_len])))
-        return hash((parent, tuple(ids[start:]) + tuple(outs[:end - prompt_len])))
+            return hash((parent, tuple(outs[start - prompt_len : end - prompt_len])))
+        return hash((parent, tuple(ids[start:]) + tuple(outs[: end - prompt_len])))
     given = request.prompt_block_hashes
     if end <= prompt_len:
         if given is not None and idx < len(given):
@@ -44,7 +44,7 @@ def _block_hash(request: Request, idx: int, parent: int, block_size: int) -> int
     if start < prompt_len:
         return None  # unknown prompt tail plus outputs: nobody else can be known to share it
     outs = request.output_token_ids
-    return hash((parent, tuple(outs[start - prompt_len:end - prompt_len])))
+    return hash((parent, tuple(outs[start - prompt_len : end - prompt_len])))
 
 
 NEVER_PRIVATE: Final = 4611686018427387904  # 2^62: the private_from of requests others may share

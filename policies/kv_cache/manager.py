@@ -37,13 +37,29 @@ def cdiv(a: int, b: int) -> int:
 class KVCacheManager:
     """Block tables, prefix-cache lookups and allocation for one policy."""
 
-    __slots__ = ("block_size", "max_model_len", "enable_caching", "watermark_blocks", "pool",
-                 "req_to_blocks", "num_cached_block", "deferred_frees", "sched_step_seq",
-                 "processed_step_seq", "lazy_private")
+    __slots__ = (
+        "block_size",
+        "max_model_len",
+        "enable_caching",
+        "watermark_blocks",
+        "pool",
+        "req_to_blocks",
+        "num_cached_block",
+        "deferred_frees",
+        "sched_step_seq",
+        "processed_step_seq",
+        "lazy_private",
+    )
 
-    def __init__(self, num_gpu_blocks: int, block_size: int, max_model_len: int,
-                 enable_caching: bool = True, watermark: float = 0.0,
-                 lazy_private: bool = False) -> None:
+    def __init__(
+        self,
+        num_gpu_blocks: int,
+        block_size: int,
+        max_model_len: int,
+        enable_caching: bool = True,
+        watermark: float = 0.0,
+        lazy_private: bool = False,
+    ) -> None:
         if block_size < 1:
             raise ValueError(f"KVCacheManager.block_size must be >= 1, got {block_size}")
         if not 0.0 <= watermark < 1.0:
@@ -107,10 +123,16 @@ class KVCacheManager:
         return need
 
     # ---- allocation ----
-    def allocate_slots(self, request: Request, num_new_tokens: int, num_new_computed_tokens: int = 0,
-                       new_computed_blocks: list[int] | None = None, num_lookahead_tokens: int = 0,
-                       full_sequence_must_fit: bool = False,
-                       has_scheduled_reqs: bool = True) -> list[int] | None:
+    def allocate_slots(
+        self,
+        request: Request,
+        num_new_tokens: int,
+        num_new_computed_tokens: int = 0,
+        new_computed_blocks: list[int] | None = None,
+        num_lookahead_tokens: int = 0,
+        full_sequence_must_fit: bool = False,
+        has_scheduled_reqs: bool = True,
+    ) -> list[int] | None:
         """Give the request slots for `num_new_tokens` more tokens (plus adopted prefix hits).
 
         Returns the newly allocated block ids, or None (nothing changed) if the pool is too small.
@@ -118,8 +140,7 @@ class KVCacheManager:
         rid = request.request_id
         blocks = self.req_to_blocks.get(rid)
         if blocks is not None and not new_computed_blocks and not full_sequence_must_fit:
-            return self._extend(request, blocks, num_new_tokens, num_lookahead_tokens,
-                                has_scheduled_reqs)
+            return self._extend(request, blocks, num_new_tokens, num_lookahead_tokens, has_scheduled_reqs)
         if num_new_tokens == 0 and num_new_computed_tokens == 0:
             raise ValueError("num_new_tokens must be > 0 when there are no computed tokens to adopt")
         hit = new_computed_blocks or []
@@ -149,8 +170,14 @@ class KVCacheManager:
             self.cache_blocks(request, min(total_computed + num_new_tokens, request.num_tokens))
         return new_blocks
 
-    def _extend(self, request: Request, blocks: list[int], num_new_tokens: int,
-                num_lookahead_tokens: int, has_scheduled_reqs: bool) -> list[int] | None:
+    def _extend(
+        self,
+        request: Request,
+        blocks: list[int],
+        num_new_tokens: int,
+        num_lookahead_tokens: int,
+        has_scheduled_reqs: bool,
+    ) -> list[int] | None:
         """Fast path of allocate_slots for a request that already holds blocks and adopts no hits."""
         if num_new_tokens <= 0:
             raise ValueError("num_new_tokens must be > 0 when there are no computed tokens to adopt")
@@ -160,8 +187,12 @@ class KVCacheManager:
         if need_slot > self.max_model_len:
             need_slot = self.max_model_len
         need = -(-need_slot // self.block_size) - len(blocks)
-        watermark = self.watermark_blocks if has_scheduled_reqs and (
-            request.status == RequestStatus.WAITING or request.status == RequestStatus.PREEMPTED) else 0
+        watermark = (
+            self.watermark_blocks
+            if has_scheduled_reqs
+            and (request.status == RequestStatus.WAITING or request.status == RequestStatus.PREEMPTED)
+            else 0
+        )
         if need > 0:
             if need + watermark > self.pool.num_free:
                 return None
@@ -184,12 +215,14 @@ class KVCacheManager:
         new full block of its first `known` tokens is to be cached (schedule()'s fast path)."""
         blocks = self.req_to_blocks.get(request_id)
         bs = self.block_size
-        return (blocks is not None
-                and -(-(total if total < self.max_model_len else self.max_model_len) // bs)
-                <= len(blocks)
-                and (not self.enable_caching
-                     or (total if total < known else known) // bs
-                     <= self.num_cached_block.get(request_id, 0)))
+        return (
+            blocks is not None
+            and -(-(total if total < self.max_model_len else self.max_model_len) // bs) <= len(blocks)
+            and (
+                not self.enable_caching
+                or (total if total < known else known) // bs <= self.num_cached_block.get(request_id, 0)
+            )
+        )
 
     def append_slots(self, request: Request, num_new_tokens: int) -> bool:
         """Fast allocate_slots for a running request (no hits, no lookahead, no watermark).
@@ -234,7 +267,7 @@ class KVCacheManager:
                 if num_cached < split:
                     hashes = ensure_block_hashes(request, split, bs)
                     self.pool.cache_blocks(table[num_cached:split], hashes[num_cached:split])
-                self.pool.mark_private(table[max(num_cached, split):num_full])
+                self.pool.mark_private(table[max(num_cached, split) : num_full])
                 self.num_cached_block[rid] = num_full
                 return
         hashes = ensure_block_hashes(request, num_full, bs)

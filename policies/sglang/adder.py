@@ -42,15 +42,25 @@ class Admission:
 class PrefillAdder:
     """Budget accounting for one prefill pass; allocation is done by the caller."""
 
-    def __init__(self, config: SGLangConfig, available_tokens: int, running: list[Request],
-                 new_token_ratio: float, num_mixed_decode_tokens: int, max_new: dict[str, int]) -> None:
+    def __init__(
+        self,
+        config: SGLangConfig,
+        available_tokens: int,
+        running: list[Request],
+        new_token_ratio: float,
+        num_mixed_decode_tokens: int,
+        max_new: dict[str, int],
+    ) -> None:
         self.page = config.page_size
         self.clip = config.clip_max_new_tokens
         self.max_new = max_new
         self.available = available_tokens
         self.rem_input_tokens = max(config.max_prefill_tokens, config.max_model_len) - num_mixed_decode_tokens
-        self.rem_chunk_tokens = (None if config.chunked_prefill_size is None
-                                 else config.chunked_prefill_size - num_mixed_decode_tokens)
+        self.rem_chunk_tokens = (
+            None
+            if config.chunked_prefill_size is None
+            else config.chunked_prefill_size - num_mixed_decode_tokens
+        )
         self.total_offset = float(num_mixed_decode_tokens)
         self.current_offset = num_mixed_decode_tokens
         for req in running:

@@ -38,24 +38,28 @@ class SGLangConfig(SchedulerConfig):
         if not self.enable_chunked_prefill:
             self.chunked_prefill_size = None
         if self.chunked_prefill_size is not None and self.chunked_prefill_size < self.block_size:
-            raise ValueError(f"{name}.chunked_prefill_size must be >= block_size ({self.block_size}), "
-                             f"got {self.chunked_prefill_size}")
+            raise ValueError(
+                f"{name}.chunked_prefill_size must be >= block_size ({self.block_size}), "
+                f"got {self.chunked_prefill_size}"
+            )
         for field in ("max_prefill_tokens", "new_token_ratio_decay_steps", "clip_max_new_tokens"):
             if getattr(self, field) < 1:
                 raise ValueError(f"{name}.{field} must be >= 1, got {getattr(self, field)}")
         if self.retract_decode_steps < 0:
             raise ValueError(f"{name}.retract_decode_steps must be >= 0, got {self.retract_decode_steps}")
         if self.schedule_conservativeness <= 0:
-            raise ValueError(f"{name}.schedule_conservativeness must be > 0, "
-                             f"got {self.schedule_conservativeness}")
+            raise ValueError(
+                f"{name}.schedule_conservativeness must be > 0, got {self.schedule_conservativeness}"
+            )
         for field in ("init_new_token_ratio", "min_new_token_ratio_factor"):
             if not 0.0 <= getattr(self, field) <= 1.0:
                 raise ValueError(f"{name}.{field} must be in [0, 1], got {getattr(self, field)}")
         if self.schedule_policy not in ("fcfs", "lpm"):
             raise ValueError(f"{name}.schedule_policy must be 'fcfs' or 'lpm', got {self.schedule_policy!r}")
         if self.schedule_policy == "lpm" and self.scheduling_policy == "priority":
-            raise ValueError(f"{name}: schedule_policy 'lpm' ignores priorities; use "
-                             "scheduling_policy 'fcfs' with it")
+            raise ValueError(
+                f"{name}: schedule_policy 'lpm' ignores priorities; use scheduling_policy 'fcfs' with it"
+            )
         if self.enable_mixed_chunk and not self.enable_chunked_prefill:
             raise ValueError(f"{name}.enable_mixed_chunk needs enable_chunked_prefill")
 

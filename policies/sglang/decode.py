@@ -21,8 +21,11 @@ def pages_needed(reqs: list[Request], block_size: int) -> int:
 
 def finishing_inflight(running: list[Request], max_new: dict[str, int]) -> list[Request]:
     """Requests whose in-flight output commits their last token by length (`_reqs_finishing_inflight`)."""
-    return [r for r in running
-            if r.num_output_placeholders > 0 and r.num_output_tokens + 1 >= max_new[r.request_id]]
+    return [
+        r
+        for r in running
+        if r.num_output_placeholders > 0 and r.num_output_tokens + 1 >= max_new[r.request_id]
+    ]
 
 
 def retraction_order(reqs: list[Request]) -> list[Request]:
@@ -30,8 +33,9 @@ def retraction_order(reqs: list[Request]) -> list[Request]:
     return sorted(reqs, key=lambda r: (r.num_output_tokens, -r.prompt_len), reverse=True)
 
 
-def retract_decode(reqs: list[Request], free_blocks: Callable[[], int], block_size: int,
-                   release: Callable[[Request], None]) -> tuple[list[Request], list[Request], Request | None]:
+def retract_decode(
+    reqs: list[Request], free_blocks: Callable[[], int], block_size: int, release: Callable[[Request], None]
+) -> tuple[list[Request], list[Request], Request | None]:
     """Retract until the rest fit; returns (kept in running order, retracted, aborted-last or None)."""
     order = retraction_order(reqs)
     retracted: list[Request] = []

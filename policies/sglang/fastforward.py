@@ -25,19 +25,30 @@ class SGLangFastForward(BaselineFastForward):
         p = self.policy
         if depth != p.max_concurrent_batches or not p.running or p.waiting:
             return None
-        if (p.preempted_req_ids or p.chunked_req is not None or p.last_extend_reqs
-                or len(p.running) != len(p.requests)
-                or len(p.running) > self.config.max_num_batched_tokens):
+        if (
+            p.preempted_req_ids
+            or p.chunked_req is not None
+            or p.last_extend_reqs
+            or len(p.running) != len(p.requests)
+            or len(p.running) > self.config.max_num_batched_tokens
+        ):
             return None
         lag = self.lag
         running_status, slots = RequestStatus.RUNNING, p.pool.slot_of
         running: list[Request] = p.running
         for r in running:
-            if (r.status != running_status or r.num_output_placeholders != lag
-                    or r.num_in_flight_tokens != lag or r.num_stale_output_tokens
-                    or r.is_prefill_chunk or r.stop_token_ids or r.num_spec_tokens
-                    or r.structured_output or r.request_id not in slots
-                    or r.num_computed_tokens != r.prompt_len + len(r.output_token_ids) - 1 + lag):
+            if (
+                r.status != running_status
+                or r.num_output_placeholders != lag
+                or r.num_in_flight_tokens != lag
+                or r.num_stale_output_tokens
+                or r.is_prefill_chunk
+                or r.stop_token_ids
+                or r.num_spec_tokens
+                or r.structured_output
+                or r.request_id not in slots
+                or r.num_computed_tokens != r.prompt_len + len(r.output_token_ids) - 1 + lag
+            ):
                 return None
         return running
 

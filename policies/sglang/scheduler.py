@@ -11,7 +11,6 @@ batch k, process batch k-1's result, schedule k+1 (see docs/policies-sglang.md).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from ..baselines.base import BasePolicy
 from ..interface import register_policy
@@ -26,8 +25,11 @@ from .plan import SGLangStepPlan
 from .slots import NewTokenRatioTracker, ReqToTokenPool
 
 
-@register_policy("sglang-overlap", "SGLang 0.5.x overlap scheduler: prefill-first PrefillAdder, "
-                 "retract on OOM, one-step-late finishes", SGLangConfig)
+@register_policy(
+    "sglang-overlap",
+    "SGLang 0.5.x overlap scheduler: prefill-first PrefillAdder, retract on OOM, one-step-late finishes",
+    SGLangConfig,
+)
 class SGLangOverlapPolicy(BasePolicy):
     """SGLang's Scheduler on the shared step interface."""
 
@@ -40,8 +42,11 @@ class SGLangOverlapPolicy(BasePolicy):
         self.max_concurrent_batches = 1 if config.disable_overlap_schedule else 2
         self.pool = ReqToTokenPool(config.max_num_seqs)
         self.ratio = NewTokenRatioTracker.from_config(
-            config.init_new_token_ratio, config.schedule_conservativeness,
-            config.min_new_token_ratio_factor, config.new_token_ratio_decay_steps)
+            config.init_new_token_ratio,
+            config.schedule_conservativeness,
+            config.min_new_token_ratio_factor,
+            config.new_token_ratio_decay_steps,
+        )
         self.max_new: dict[str, int] = {}
         self.chunked_req: Request | None = None
         self.last_extend_reqs: list[Request] = []
@@ -58,13 +63,16 @@ class SGLangOverlapPolicy(BasePolicy):
         cfg = self.config
         capacity = self.kv.pool.num_usable_blocks * cfg.block_size
         paged = -(-request.prompt_len // cfg.page_size) * cfg.page_size
-        cap = min(request.max_tokens, cfg.max_model_len - request.prompt_len,
-                  capacity - paged - cfg.page_size - 1)
+        cap = min(
+            request.max_tokens, cfg.max_model_len - request.prompt_len, capacity - paged - cfg.page_size - 1
+        )
         if cap < 1:
             self.requests.pop(request.request_id)
             self.waiting.pop()
-            raise ValueError(f"request {request.request_id}: prompt_len {request.prompt_len} exceeds the "
-                             f"KV memory budget ({capacity} tokens, num_gpu_blocks)")
+            raise ValueError(
+                f"request {request.request_id}: prompt_len {request.prompt_len} exceeds the "
+                f"KV memory budget ({capacity} tokens, num_gpu_blocks)"
+            )
         self.max_new[request.request_id] = cap
 
     def max_new_tokens(self, req: Request) -> int:
@@ -118,10 +126,17 @@ class SGLangOverlapPolicy(BasePolicy):
             self.waiting = type(self.waiting)(sorted(self.waiting, key=lambda r: r.priority))
         elif self.config.schedule_policy == "lpm":
             self.waiting = type(self.waiting)(
-                sort_longest_prefix_first(list(self.waiting), self.kv, self.config.block_size))
+                sort_longest_prefix_first(list(self.waiting), self.kv, self.config.block_size)
+            )
         mixed = running_bs if self.config.enable_mixed_chunk else 0
-        adder = PrefillAdder(self.config, self.kv.num_free_blocks * self.config.block_size,
-                             self.running, self.ratio.current, mixed, self.max_new)
+        adder = PrefillAdder(
+            self.config,
+            self.kv.num_free_blocks * self.config.block_size,
+            self.running,
+            self.ratio.current,
+            mixed,
+            self.max_new,
+        )
         still_chunked = False
         chunked = self.chunked_req
         if chunked is not None:
@@ -220,7 +235,8 @@ class SGLangOverlapPolicy(BasePolicy):
     def _retract(self, plan: SGLangStepPlan) -> None:
         """retract_decode: requeue victims at the back, abort the last one if even it cannot fit."""
         kept, retracted, aborted = retract_decode(
-            self.running, lambda: self.kv.num_free_blocks, self.config.block_size, self.preempt)
+            self.running, lambda: self.kv.num_free_blocks, self.config.block_size, self.preempt
+        )
         self.running = kept
         self.batch_is_full = False
         if aborted is not None:
@@ -228,7 +244,8 @@ class SGLangOverlapPolicy(BasePolicy):
             self._finish(aborted, RequestStatus.FINISHED_ABORTED)
         self.ratio.current = NewTokenRatioTracker.after_retract(
             [(r.num_output_tokens, self.max_new[r.request_id]) for r in kept],
-            self.config.retract_decode_steps)
+            self.config.retract_decode_steps,
+        )
         self.waiting.extend(retracted)
 
     def _add_decodes(self, plan: SGLangStepPlan) -> None:

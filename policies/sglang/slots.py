@@ -32,8 +32,8 @@ class ReqToTokenPool:
         if len(fresh) > len(self.free_slots):
             raise ValueError(f"ReqToTokenPool: {len(fresh)} rows wanted, {len(self.free_slots)} free")
         if fresh:
-            rows = self.free_slots[-len(fresh):]
-            del self.free_slots[-len(fresh):]
+            rows = self.free_slots[-len(fresh) :]
+            del self.free_slots[-len(fresh) :]
             self.slot_of.update(zip(fresh, rows, strict=True))
         return [self.slot_of[rid] for rid in request_ids]
 
@@ -61,8 +61,9 @@ class NewTokenRatioTracker:
     current: float = field(default=0.0)
 
     @classmethod
-    def from_config(cls, init_ratio: float, conservativeness: float, min_factor: float,
-                    decay_steps: int) -> NewTokenRatioTracker:
+    def from_config(
+        cls, init_ratio: float, conservativeness: float, min_factor: float, decay_steps: int
+    ) -> NewTokenRatioTracker:
         """SGLang's defaults: start at 0.7, decay linearly to 0.7*0.14 over 600 decode steps."""
         init = min(init_ratio * conservativeness, 1.0)
         low = min(init * min_factor, 1.0)

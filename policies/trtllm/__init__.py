@@ -41,8 +41,26 @@ def _factory(policy: CapacitySchedulerPolicy) -> Callable[[TrtllmConfig], Trtllm
 for _policy, _description in _DESCRIPTIONS.items():
     register_policy(f"trtllm:{_policy.value}", _description, TrtllmConfig)(_factory(_policy))
 
-__all__ = ["CAPACITY_WINDOW", "MICRO_BATCH_WINDOW", "BatchAllocator", "CapacityResult", "CapacityScheduler",
-           "CapacitySchedulerPolicy", "ChunkingPolicy", "ContextChunkingConfig", "KvAccounting",
-           "LlmRequest", "LlmRequestState", "MicroBatch", "MicroBatchScheduler", "PeftBudget",
-           "PrefixReuseSummary", "TrtllmConfig", "TrtllmPolicy", "TrtllmStats", "pause",
-           "reuse_adjusted_compute", "set_ctx_requests_chunk_size"]
+__all__ = [
+    "CAPACITY_WINDOW",
+    "MICRO_BATCH_WINDOW",
+    "BatchAllocator",
+    "CapacityResult",
+    "CapacityScheduler",
+    "CapacitySchedulerPolicy",
+    "ChunkingPolicy",
+    "ContextChunkingConfig",
+    "KvAccounting",
+    "LlmRequest",
+    "LlmRequestState",
+    "MicroBatch",
+    "MicroBatchScheduler",
+    "PeftBudget",
+    "PrefixReuseSummary",
+    "TrtllmConfig",
+    "TrtllmPolicy",
+    "TrtllmStats",
+    "pause",
+    "reuse_adjusted_compute",
+    "set_ctx_requests_chunk_size",
+]

@@ -29,16 +29,22 @@ class TrtllmStats:
 class BatchAllocator:
     """The resource manager's prepare_resources: allocate, adopt prefixes, trim, undo."""
 
-    def __init__(self, kv: KVCacheManager, config: TrtllmConfig, stats: TrtllmStats,
-                 pause: Callable[[LlmRequest, StepPlan], None]) -> None:
+    def __init__(
+        self,
+        kv: KVCacheManager,
+        config: TrtllmConfig,
+        stats: TrtllmStats,
+        pause: Callable[[LlmRequest, StepPlan], None],
+    ) -> None:
         """`pause` is the policy's pause-and-free, used when a started request cannot grow."""
         self.kv = kv
         self.config = config
         self.stats = stats
         self.pause = pause
 
-    def select_and_allocate(self, micro: MicroBatchScheduler, fitting: list[LlmRequest],
-                            inflight: Collection[str], plan: StepPlan) -> MicroBatch:
+    def select_and_allocate(
+        self, micro: MicroBatchScheduler, fitting: list[LlmRequest], inflight: Collection[str], plan: StepPlan
+    ) -> MicroBatch:
         """Micro-batch, then blocks; a request the pool cannot back is dropped and the batch redone.
 
         Only max-requests (which never consults the pool) normally gets here with a failure; the
@@ -85,8 +91,11 @@ class BatchAllocator:
             before = self._context_tokens(req)
             req.draft_tokens.clear()
             end = req.context_current_position + max(0, req.context_chunk_size - excess)
-            req.context_chunk_size = end // bs * bs - req.context_current_position if end < req.prompt_len \
+            req.context_chunk_size = (
+                end // bs * bs - req.context_current_position
+                if end < req.prompt_len
                 else req.context_chunk_size
+            )
             req.context_chunk_size = max(0, req.context_chunk_size)
             excess -= before - self._context_tokens(req)
             if req.context_chunk_size == 0:

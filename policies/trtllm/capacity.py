@@ -30,8 +30,10 @@ class PeftBudget:
     def __post_init__(self) -> None:
         """Negative budgets are meaningless."""
         if self.max_pages < 0 or self.pages_per_adapter < 0:
-            raise ValueError(f"PeftBudget: max_pages ({self.max_pages}) and pages_per_adapter "
-                             f"({self.pages_per_adapter}) must be >= 0")
+            raise ValueError(
+                f"PeftBudget: max_pages ({self.max_pages}) and pages_per_adapter "
+                f"({self.pages_per_adapter}) must be >= 0"
+            )
 
 
 @dataclass(slots=True)
@@ -72,9 +74,17 @@ class CapacityResult:
 class CapacityScheduler:
     """Dispatches to one policy; no KV accounting means max-requests, as in TensorRT-LLM."""
 
-    def __init__(self, policy: CapacitySchedulerPolicy, max_num_requests: int, acct: KvAccounting | None,
-                 *, two_steps_look_ahead: bool = False, prefix_aware: bool = True,
-                 variable_window: bool = False, peft: PeftBudget | None = None) -> None:
+    def __init__(
+        self,
+        policy: CapacitySchedulerPolicy,
+        max_num_requests: int,
+        acct: KvAccounting | None,
+        *,
+        two_steps_look_ahead: bool = False,
+        prefix_aware: bool = True,
+        variable_window: bool = False,
+        peft: PeftBudget | None = None,
+    ) -> None:
         """Validate the count cap; prefix awareness needs block reuse and a fixed attention window."""
         if max_num_requests < 1:
             raise ValueError(f"CapacityScheduler.max_num_requests must be >= 1, got {max_num_requests}")
@@ -154,7 +164,8 @@ class CapacityScheduler:
         """Pausing frees something only for a context past its first chunk or a generation."""
         return CAPACITY_WINDOW.admits(req.state) and (
             (req.is_context_init_state and not req.is_first_context_chunk)
-            or req.is_generation_in_progress_state)
+            or req.is_generation_in_progress_state
+        )
 
     def _max_utilization(self, active: Sequence[LlmRequest], inflight: Collection[str]) -> CapacityResult:
         """Reserve next-step blocks; on a miss pause the last started request in [current, end) and retry."""
@@ -177,8 +188,14 @@ class CapacityScheduler:
                 skipper.register_contributed_blocks(req)
                 i += 1
                 continue
-            victim = next((j for j in range(end - 1, i - 1, -1)
-                           if self._is_started(reqs[j]) and reqs[j].request_id not in inflight), None)
+            victim = next(
+                (
+                    j
+                    for j in range(end - 1, i - 1, -1)
+                    if self._is_started(reqs[j]) and reqs[j].request_id not in inflight
+                ),
+                None,
+            )
             if victim is None:
                 break
             self.acct.scheduling_remove_sequence(reqs[victim])
@@ -186,8 +203,14 @@ class CapacityScheduler:
             end = victim  # the victim and everything after it are out of this round
         return CapacityResult(fitting, paused, skipper.num_skipped)
 
-    def _try_schedule(self, req: LlmRequest, fitting: list[LlmRequest], blocks: MaxUtilizationScheduledBlocks,
-                      peft: _PeftRound, skipper: PrefixSkipper) -> bool:
+    def _try_schedule(
+        self,
+        req: LlmRequest,
+        fitting: list[LlmRequest],
+        blocks: MaxUtilizationScheduledBlocks,
+        peft: _PeftRound,
+        skipper: PrefixSkipper,
+    ) -> bool:
         """Predict-then-commit: a failed probe leaves no trace, so retries never double-count."""
         if len(fitting) >= self.max_num_requests:
             return False

@@ -45,8 +45,9 @@ def next_snapshot_chunk(req: LlmRequest) -> int:
     return max(0, min(min(later), req.prompt_len) - pos)
 
 
-def _equal_progress(reqs: Sequence[LlmRequest], capacity: int | None, unit: int,
-                    max_context_length: int | None) -> None:
+def _equal_progress(
+    reqs: Sequence[LlmRequest], capacity: int | None, unit: int, max_context_length: int | None
+) -> None:
     """Lock-step rounds of +unit each; a round that makes no raw progress ends the loop."""
     total = 0
     progressed = 1
@@ -66,8 +67,9 @@ def _equal_progress(reqs: Sequence[LlmRequest], capacity: int | None, unit: int,
             progressed += actual - past
 
 
-def _first_come_first_served(reqs: Sequence[LlmRequest], capacity: int | None, unit: int,
-                             max_context_length: int | None) -> None:
+def _first_come_first_served(
+    reqs: Sequence[LlmRequest], capacity: int | None, unit: int, max_context_length: int | None
+) -> None:
     """In order, each request takes all it can; a trimmed chunk is floored to the chunk unit."""
     left = capacity
     for req in reqs:
@@ -76,8 +78,10 @@ def _first_come_first_served(reqs: Sequence[LlmRequest], capacity: int | None, u
         actual = suggested
         if left is not None and reuse_adjusted_compute(suggested, reusable, suggested) > left:
             actual = max(left, 0)
-        if max_context_length is not None and \
-                reuse_adjusted_compute(actual, reusable, suggested) > max_context_length:
+        if (
+            max_context_length is not None
+            and reuse_adjusted_compute(actual, reusable, suggested) > max_context_length
+        ):
             actual = min(max_context_length, suggested)
         if actual < suggested:
             actual = actual // unit * unit
@@ -86,12 +90,14 @@ def _first_come_first_served(reqs: Sequence[LlmRequest], capacity: int | None, u
             left -= reuse_adjusted_compute(req.context_chunk_size, reusable, suggested)
 
 
-def _force_chunk(reqs: Sequence[LlmRequest], capacity: int | None, unit: int,
-                 max_context_length: int | None) -> None:
+def _force_chunk(
+    reqs: Sequence[LlmRequest], capacity: int | None, unit: int, max_context_length: int | None
+) -> None:
     """Chunks end at the next state-snapshot point (linear attention); no reuse credit applies."""
     if max_context_length is not None and max_context_length < unit:
-        raise ValueError(f"force-chunk: chunk unit {unit} exceeds the max context length "
-                         f"{max_context_length}")
+        raise ValueError(
+            f"force-chunk: chunk unit {unit} exceeds the max context length {max_context_length}"
+        )
     total = 0
     for req in reqs:
         chunk = next_snapshot_chunk(req)
@@ -103,13 +109,16 @@ def _force_chunk(reqs: Sequence[LlmRequest], capacity: int | None, unit: int,
         total += req.context_chunk_size
 
 
-_POLICIES = {ChunkingPolicy.EQUAL_PROGRESS: _equal_progress,
-             ChunkingPolicy.FIRST_COME_FIRST_SERVED: _first_come_first_served,
-             ChunkingPolicy.FORCE_CHUNK: _force_chunk}
+_POLICIES = {
+    ChunkingPolicy.EQUAL_PROGRESS: _equal_progress,
+    ChunkingPolicy.FIRST_COME_FIRST_SERVED: _first_come_first_served,
+    ChunkingPolicy.FORCE_CHUNK: _force_chunk,
+}
 
 
-def fit_draft_tokens(reqs: Sequence[LlmRequest], capacity: int | None, unit: int,
-                     max_context_length: int | None) -> None:
+def fit_draft_tokens(
+    reqs: Sequence[LlmRequest], capacity: int | None, unit: int, max_context_length: int | None
+) -> None:
     """Drafts ride on a last chunk only inside its last, partly filled chunk unit (no extra block)."""
     used = sum(chunk_compute(req) for req in reqs)
     for req in reqs:
@@ -126,9 +135,13 @@ def fit_draft_tokens(reqs: Sequence[LlmRequest], capacity: int | None, unit: int
         req.discard_draft_tokens(req.num_draft_tokens - kept)
 
 
-def set_ctx_requests_chunk_size(reqs: Sequence[LlmRequest], policy: ChunkingPolicy,
-                                capacity: int | None, unit: int,
-                                max_context_length: int | None) -> None:
+def set_ctx_requests_chunk_size(
+    reqs: Sequence[LlmRequest],
+    policy: ChunkingPolicy,
+    capacity: int | None,
+    unit: int,
+    max_context_length: int | None,
+) -> None:
     """Reset every chunk to 0, let the policy hand out the budget, then trim the drafts."""
     if unit < 1:
         raise ValueError(f"chunk unit must be >= 1, got {unit}")

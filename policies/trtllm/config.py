@@ -42,12 +42,18 @@ class TrtllmConfig(SchedulerConfig):
         super().__post_init__()
         name = type(self).__name__
         if self.chunking_policy not in CHUNKING_POLICIES:
-            raise ValueError(f"{name}.chunking_policy must be one of {CHUNKING_POLICIES}, "
-                             f"got {self.chunking_policy!r}")
+            raise ValueError(
+                f"{name}.chunking_policy must be one of {CHUNKING_POLICIES}, got {self.chunking_policy!r}"
+            )
         if self.num_micro_batches < 1:
             raise ValueError(f"{name}.num_micro_batches must be >= 1, got {self.num_micro_batches}")
-        for field_name in ("chunk_unit_size", "max_batch_size", "max_num_tokens", "max_input_len",
-                           "snapshot_interval"):
+        for field_name in (
+            "chunk_unit_size",
+            "max_batch_size",
+            "max_num_tokens",
+            "max_input_len",
+            "snapshot_interval",
+        ):
             value = getattr(self, field_name)
             if value is not None and value < 1:
                 raise ValueError(f"{name}.{field_name} must be >= 1 (or None), got {value}")
@@ -56,15 +62,21 @@ class TrtllmConfig(SchedulerConfig):
         if self.peft_pages_per_adapter < 0:
             raise ValueError(f"{name}.peft_pages_per_adapter must be >= 0, got {self.peft_pages_per_adapter}")
         if self.effective_max_input_len >= self.max_model_len:
-            raise ValueError(f"{name}.max_input_len ({self.effective_max_input_len}) must be < "
-                             f"max_model_len ({self.max_model_len}): one output token must fit")
+            raise ValueError(
+                f"{name}.max_input_len ({self.effective_max_input_len}) must be < "
+                f"max_model_len ({self.max_model_len}): one output token must fit"
+            )
         if not self.enable_chunked_prefill and self.effective_max_num_tokens < self.effective_max_input_len:
-            raise ValueError(f"{name}: without chunking max_num_tokens ({self.effective_max_num_tokens}) "
-                             f"must be >= max_input_len ({self.effective_max_input_len})")
+            raise ValueError(
+                f"{name}: without chunking max_num_tokens ({self.effective_max_num_tokens}) "
+                f"must be >= max_input_len ({self.effective_max_input_len})"
+            )
         if self.enable_chunked_prefill and self.effective_max_num_tokens < self.effective_chunk_unit:
             # a trimmed chunk is floored to the unit: a budget below one unit never schedules a long prompt
-            raise ValueError(f"{name}.chunk_unit_size ({self.effective_chunk_unit}) exceeds max_num_tokens "
-                             f"({self.effective_max_num_tokens})")
+            raise ValueError(
+                f"{name}.chunk_unit_size ({self.effective_chunk_unit}) exceeds max_num_tokens "
+                f"({self.effective_max_num_tokens})"
+            )
 
     @property
     def effective_max_batch_size(self) -> int:

@@ -35,9 +35,14 @@ class TrtllmFastForward(BaselineFastForward):
             return None
         cfg = self.config
         n = len(p.active)
-        if (n != len(p.requests) or n > cfg.max_num_seqs or n > cfg.effective_max_batch_size
-                or n > cfg.effective_max_num_tokens or cfg.max_peft_pages is not None
-                or self.kv.deferred_frees):
+        if (
+            n != len(p.requests)
+            or n > cfg.max_num_seqs
+            or n > cfg.effective_max_batch_size
+            or n > cfg.effective_max_num_tokens
+            or cfg.max_peft_pages is not None
+            or self.kv.deferred_frees
+        ):
             return None
         if not all(self._steady(req) for req in p.active):
             return None
@@ -48,13 +53,23 @@ class TrtllmFastForward(BaselineFastForward):
         """A decoding request whose next step is one token, delivered, with nothing else attached."""
         r = req.request
         out = len(r.output_token_ids)
-        return (req.state == LlmRequestState.GENERATION_IN_PROGRESS and req.has_run
-                and req.beam_width == 1 and not req.draft_tokens and req.num_delivered == out
-                and r.status == RequestStatus.RUNNING and not r.num_spec_tokens
-                and not r.spec_token_ids and not r.stop_token_ids and not r.structured_output
-                and not r.num_output_placeholders and not r.num_in_flight_tokens
-                and not r.num_stale_output_tokens and not r.is_prefill_chunk
-                and r.num_computed_tokens == r.prompt_len + out - 1)
+        return (
+            req.state == LlmRequestState.GENERATION_IN_PROGRESS
+            and req.has_run
+            and req.beam_width == 1
+            and not req.draft_tokens
+            and req.num_delivered == out
+            and r.status == RequestStatus.RUNNING
+            and not r.num_spec_tokens
+            and not r.spec_token_ids
+            and not r.stop_token_ids
+            and not r.structured_output
+            and not r.num_output_placeholders
+            and not r.num_in_flight_tokens
+            and not r.num_stale_output_tokens
+            and not r.is_prefill_chunk
+            and r.num_computed_tokens == r.prompt_len + out - 1
+        )
 
     def _max_new(self, r: Request) -> int:
         """append_tokens' length stop (getMaxNumGeneratedTokens >= mMaxNewTokens) as an output count.
@@ -67,8 +82,11 @@ class TrtllmFastForward(BaselineFastForward):
     def horizon(self, reqs: list[Request], limit: int) -> int:
         """The shared horizon, and for max-utilization with two-step look-ahead the reservation's."""
         k = super().horizon(reqs, limit)
-        if (k > 0 and self.policy.capacity_policy is CapacitySchedulerPolicy.MAX_UTILIZATION
-                and self.config.two_step_lookahead):
+        if (
+            k > 0
+            and self.policy.capacity_policy is CapacitySchedulerPolicy.MAX_UTILIZATION
+            and self.config.two_step_lookahead
+        ):
             k = self._two_step_horizon(reqs, k)
         return k
 

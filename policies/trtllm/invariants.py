@@ -21,20 +21,22 @@ def _check_request(policy: TrtllmPolicy, req: LlmRequest) -> None:
     assert req.max_new_tokens >= 1, f"{rid}: max_new_tokens {req.max_new_tokens} < 1"
     if req.beam_width == 1:
         assert req.prompt_len + req.max_new_tokens == request.prompt_len + min(
-            request.max_tokens, policy.config.max_model_len - request.prompt_len), \
-            f"{rid}: folding changed prompt + max_new_tokens"
+            request.max_tokens, policy.config.max_model_len - request.prompt_len
+        ), f"{rid}: folding changed prompt + max_new_tokens"
     in_flight = rid in policy.inflight
     if req.is_context_init_state:
         assert request.num_tokens == req.prompt_len, f"{rid}: context request with unfolded outputs"
         assert 0 <= req.context_current_position <= req.prompt_len, f"{rid}: cursor out of range"
         if not in_flight:
-            assert request.num_computed_tokens == req.context_current_position, \
+            assert request.num_computed_tokens == req.context_current_position, (
                 f"{rid}: num_computed_tokens {request.num_computed_tokens} != cursor"
+            )
             if req.is_first_context_chunk:
                 assert held == 0, f"{rid}: first-chunk context holds {held} blocks before running"
     elif not in_flight:
-        assert request.num_computed_tokens == request.num_tokens - 1, \
+        assert request.num_computed_tokens == request.num_tokens - 1, (
             f"{rid}: generation request computed {request.num_computed_tokens} of {request.num_tokens}"
+        )
     assert held >= cdiv(request.num_computed_tokens, bs), f"{rid}: computed tokens outside its blocks"
 
 

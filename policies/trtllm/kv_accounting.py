@@ -65,8 +65,9 @@ class KvAccounting:
         bs = self.block_size
         return tokens // bs + cdiv(tokens % bs, bs) * beam_width
 
-    def needed_blocks_one_step(self, req: LlmRequest, two_steps: bool,
-                               summary: PrefixReuseSummary = NO_REUSE) -> int:
+    def needed_blocks_one_step(
+        self, req: LlmRequest, two_steps: bool, summary: PrefixReuseSummary = NO_REUSE
+    ) -> int:
         """First chunk: the whole prompt (+ drafts); generation: blocks for the next 1 or 2 steps."""
         if req.is_context_init_state and req.is_first_context_chunk:
             drafts = min(req.num_draft_tokens, req.max_new_tokens)
@@ -76,13 +77,13 @@ class KvAccounting:
             current = req.request.num_computed_tokens
             cap = req.max_new_tokens - (current - req.prompt_len)
             to_add = max(0, min((2 if two_steps else 1) * (req.num_draft_tokens + 1), cap))
-            need = cdiv(current + to_add, self.block_size) - max(self._held(req),
-                                                                 cdiv(current, self.block_size))
+            need = cdiv(current + to_add, self.block_size) - max(
+                self._held(req), cdiv(current, self.block_size)
+            )
             return max(0, need) * req.beam_width
         return 0
 
-    def remaining_blocks_to_completion(self, req: LlmRequest,
-                                       summary: PrefixReuseSummary = NO_REUSE) -> int:
+    def remaining_blocks_to_completion(self, req: LlmRequest, summary: PrefixReuseSummary = NO_REUSE) -> int:
         """Blocks still missing for prompt + max_new_tokens; generation blocks are per beam."""
         bs = self.block_size
         context_blocks = req.prompt_len // bs
@@ -144,8 +145,9 @@ class MaxUtilizationScheduledBlocks:
         self.num_scheduled_blocks = 0
         acct.start_scheduling()
 
-    def prepare_blocks_if_schedulable(self, req: LlmRequest,
-                                      summary: PrefixReuseSummary = NO_REUSE) -> int | None:
+    def prepare_blocks_if_schedulable(
+        self, req: LlmRequest, summary: PrefixReuseSummary = NO_REUSE
+    ) -> int | None:
         """Predict the new total if `req` were scheduled; None when it would not fit. No side effect."""
         total = self.num_scheduled_blocks + self.acct.needed_blocks_one_step(req, self.two_steps, summary)
         return total if self.acct.scheduling_has_free_blocks(total) else None

@@ -26,15 +26,17 @@ def advance_context(req: LlmRequest, chunk: int) -> bool:
 
 def stop_reason(request: Request, token: int) -> RequestStatus | None:
     """EOS (unless ignored) or a stop token ends the request as stopped."""
-    if (not request.ignore_eos and request.eos_token_id is not None and token == request.eos_token_id) \
-            or token in request.stop_token_ids:
+    if (
+        not request.ignore_eos and request.eos_token_id is not None and token == request.eos_token_id
+    ) or token in request.stop_token_ids:
         request.stop_reason = token
         return RequestStatus.FINISHED_STOPPED
     return None
 
 
-def append_tokens(req: LlmRequest, tokens: list[int], max_model_len: int) -> tuple[list[int],
-                                                                                    RequestStatus | None]:
+def append_tokens(
+    req: LlmRequest, tokens: list[int], max_model_len: int
+) -> tuple[list[int], RequestStatus | None]:
     """Append sampled tokens until a stop condition; returns the newly delivered ones and the finish.
 
     Positions a pause truncated were already streamed to the client: regenerating them is recompute,
@@ -48,8 +50,9 @@ def append_tokens(req: LlmRequest, tokens: list[int], max_model_len: int) -> tup
             req.num_delivered += 1
         request.output_token_ids.append(tok)
         status = stop_reason(request, tok)
-        if status is None and (req.max_num_generated_tokens >= req.max_new_tokens
-                               or request.num_tokens >= max_model_len):
+        if status is None and (
+            req.max_num_generated_tokens >= req.max_new_tokens or request.num_tokens >= max_model_len
+        ):
             status = RequestStatus.FINISHED_LENGTH_CAPPED
         if status is not None:
             return delivered, status

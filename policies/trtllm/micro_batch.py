@@ -19,8 +19,9 @@ class ContextChunkingConfig:
     def __post_init__(self) -> None:
         """A zero unit would never make progress."""
         if self.chunk_unit_size < 1:
-            raise ValueError(f"ContextChunkingConfig.chunk_unit_size must be >= 1, "
-                             f"got {self.chunk_unit_size}")
+            raise ValueError(
+                f"ContextChunkingConfig.chunk_unit_size must be >= 1, got {self.chunk_unit_size}"
+            )
 
 
 @dataclass(slots=True)
@@ -52,8 +53,9 @@ def sort_requests(contexts: list[LlmRequest], generations: list[LlmRequest], chu
 class MicroBatchScheduler:
     """PyMicroBatchScheduler: max_batch_size and max_num_tokens gates, chunking, beam consistency."""
 
-    def __init__(self, max_batch_size: int, max_num_tokens: int | None,
-                 ctx_chunk_config: ContextChunkingConfig | None) -> None:
+    def __init__(
+        self, max_batch_size: int, max_num_tokens: int | None, ctx_chunk_config: ContextChunkingConfig | None
+    ) -> None:
         """max_context_length equals max_num_tokens, as the executor wires it."""
         if max_batch_size < 1:
             raise ValueError(f"MicroBatchScheduler.max_batch_size must be >= 1, got {max_batch_size}")
@@ -70,8 +72,10 @@ class MicroBatchScheduler:
         req.context_chunk_size = req.context_remaining_length
         cost = max(1, chunk_compute(req) + drafts)
         if self.max_context_length is not None and cost > self.max_context_length:
-            raise ValueError(f"request {req.request_id}: context compute {cost} exceeds max_num_tokens "
-                             f"{self.max_context_length} and chunking is disabled")
+            raise ValueError(
+                f"request {req.request_id}: context compute {cost} exceeds max_num_tokens "
+                f"{self.max_context_length} and chunking is disabled"
+            )
         return cost
 
     def schedule(self, fitting: Sequence[LlmRequest], inflight_ids: Collection[str]) -> MicroBatch:
@@ -112,13 +116,20 @@ class MicroBatchScheduler:
             count += 1
             if count >= self.max_batch_size:
                 break
-        batch_tokens, chunks_present = self._finish_chunking(to_chunk, contexts, batch_tokens,
-                                                             chunked_tokens, all_fit)
+        batch_tokens, chunks_present = self._finish_chunking(
+            to_chunk, contexts, batch_tokens, chunked_tokens, all_fit
+        )
         sort_requests(contexts, generations, chunks_present)
         return MicroBatch(contexts, generations, batch_tokens)
 
-    def _finish_chunking(self, to_chunk: list[LlmRequest], contexts: list[LlmRequest], batch_tokens: int,
-                         chunked_tokens: int, all_fit: bool) -> tuple[int, bool]:
+    def _finish_chunking(
+        self,
+        to_chunk: list[LlmRequest],
+        contexts: list[LlmRequest],
+        batch_tokens: int,
+        chunked_tokens: int,
+        all_fit: bool,
+    ) -> tuple[int, bool]:
         """Run the chunking policy when the contexts do not all fit (always for force-chunk)."""
         limit = self.max_num_tokens
         if limit is not None and chunked_tokens > limit - batch_tokens:
@@ -129,8 +140,9 @@ class MicroBatchScheduler:
         if not all_fit and to_chunk:
             assert cfg is not None, "without chunking, context scheduling must already be complete"
             capacity = None if limit is None else limit - batch_tokens
-            set_ctx_requests_chunk_size(to_chunk, cfg.chunking_policy, capacity, cfg.chunk_unit_size,
-                                        self.max_context_length)
+            set_ctx_requests_chunk_size(
+                to_chunk, cfg.chunking_policy, capacity, cfg.chunk_unit_size, self.max_context_length
+            )
         for req in to_chunk:
             if req.context_chunk_size > 0:
                 contexts.append(req)

@@ -31,7 +31,7 @@ def pause(req: LlmRequest, max_input_len: int) -> int:
         req.max_new_tokens -= new_prompt_len - req.prompt_len
         req.prompt_len = new_prompt_len
     if lost:
-        del request.output_token_ids[len(request.output_token_ids) - lost:]
+        del request.output_token_ids[len(request.output_token_ids) - lost :]
     req.state = LlmRequestState.CONTEXT_INIT
     req.context_current_position = 0
     req.prepopulated_prompt_len = 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
 
 from ..kv_cache import KVCacheManager
 from ..plan import RequestOutput, StepPlan, StepResult
@@ -30,23 +29,37 @@ class TrtllmPolicy:
         self.capacity_policy = capacity_policy
         # > 1: pipeline micro-batches in flight; the micro-batch scheduler skips their requests.
         self.max_concurrent_batches = config.num_micro_batches
-        self.kv = KVCacheManager(config.num_gpu_blocks, config.block_size, config.max_model_len,
-                                 enable_caching=config.enable_prefix_caching)
-        peft = None if config.max_peft_pages is None else PeftBudget(config.max_peft_pages,
-                                                                      config.peft_pages_per_adapter)
+        self.kv = KVCacheManager(
+            config.num_gpu_blocks,
+            config.block_size,
+            config.max_model_len,
+            enable_caching=config.enable_prefix_caching,
+        )
+        peft = (
+            None
+            if config.max_peft_pages is None
+            else PeftBudget(config.max_peft_pages, config.peft_pages_per_adapter)
+        )
         # max-requests is TensorRT-LLM's scheduler without a KV manager: it never consults the pool.
         no_kv = capacity_policy is CapacitySchedulerPolicy.MAX_REQUESTS
         self.acct = None if no_kv else KvAccounting(self.kv)
         self.capacity = CapacityScheduler(
-            capacity_policy, config.max_num_seqs, self.acct, two_steps_look_ahead=config.two_step_lookahead,
+            capacity_policy,
+            config.max_num_seqs,
+            self.acct,
+            two_steps_look_ahead=config.two_step_lookahead,
             prefix_aware=config.enable_prefix_aware_scheduling,
-            variable_window=config.variable_window_attention, peft=peft)
+            variable_window=config.variable_window_attention,
+            peft=peft,
+        )
         chunking = None
         if config.enable_chunked_prefill:
-            chunking = ContextChunkingConfig(ChunkingPolicy(config.chunking_policy),
-                                             config.effective_chunk_unit)
-        self.micro = MicroBatchScheduler(config.effective_max_batch_size, config.effective_max_num_tokens,
-                                         chunking)
+            chunking = ContextChunkingConfig(
+                ChunkingPolicy(config.chunking_policy), config.effective_chunk_unit
+            )
+        self.micro = MicroBatchScheduler(
+            config.effective_max_batch_size, config.effective_max_num_tokens, chunking
+        )
         self.stats = TrtllmStats()
         self.allocator = BatchAllocator(self.kv, config, self.stats, self._pause)
         self.active: list[LlmRequest] = []
@@ -69,10 +82,15 @@ class TrtllmPolicy:
         if request.request_id in self.requests:
             raise ValueError(f"request {request.request_id}: request_id already queued")
         if request.prompt_len > cfg.effective_max_input_len:
-            raise ValueError(f"request {request.request_id}: prompt_len {request.prompt_len} exceeds "
-                             f"max_input_len {cfg.effective_max_input_len}")
-        if request.status is not RequestStatus.WAITING or request.num_computed_tokens \
-                or request.output_token_ids:
+            raise ValueError(
+                f"request {request.request_id}: prompt_len {request.prompt_len} exceeds "
+                f"max_input_len {cfg.effective_max_input_len}"
+            )
+        if (
+            request.status is not RequestStatus.WAITING
+            or request.num_computed_tokens
+            or request.output_token_ids
+        ):
             raise ValueError(f"request {request.request_id}: status must be WAITING with no computed tokens")
         max_new = min(request.max_tokens, cfg.max_model_len - request.prompt_len)
         req = LlmRequest.from_request(request, max_new, self._snapshot_points(request.prompt_len))
@@ -120,7 +138,7 @@ class TrtllmPolicy:
             req = self.requests.get(rid)
             if req is not None and req.is_generation_in_progress_state:
                 room = req.max_new_tokens - req.max_num_generated_tokens - 1
-                req.draft_tokens = list(ids[:max(min(req.request.num_spec_tokens, room), 0)])
+                req.draft_tokens = list(ids[: max(min(req.request.num_spec_tokens, room), 0)])
                 req.request.spec_token_ids = list(req.draft_tokens)
 
     # ---- scheduling ----
@@ -148,7 +166,7 @@ class TrtllmPolicy:
         self.kv.free(req.request, req.request.last_sched_seq)
         lost = pause(req, self.config.effective_max_input_len)
         request = req.request
-        del request.block_hashes[request.num_tokens // self.config.block_size:]
+        del request.block_hashes[request.num_tokens // self.config.block_size :]
         req.expected_snapshot_points = self._snapshot_points(req.prompt_len)
         plan.paused_req_ids.append(req.request_id)
         self.stats.num_pauses += 1
@@ -203,7 +221,7 @@ class TrtllmPolicy:
                     continue  # a non-last chunk samples nothing
                 req.request.num_computed_tokens += accepted
             self.kv.cache_blocks(req.request, req.request.num_computed_tokens)
-            new_tokens, finish = append_tokens(req, sampled[:accepted + 1], self.config.max_model_len)
+            new_tokens, finish = append_tokens(req, sampled[: accepted + 1], self.config.max_model_len)
             req.draft_tokens = []
             req.request.spec_token_ids = []
             if rid in result.draft_token_ids and finish is None:

@@ -45,8 +45,11 @@ class ScheduleWindow:
 CAPACITY_WINDOW = ScheduleWindow(LlmRequestState.CONTEXT_INIT, LlmRequestState.GENERATION_COMPLETE)
 MICRO_BATCH_WINDOW = ScheduleWindow(LlmRequestState.CONTEXT_INIT, LlmRequestState.GENERATION_TO_COMPLETE)
 
-_GENERATION_STATES = (LlmRequestState.GENERATION_IN_PROGRESS, LlmRequestState.GENERATION_TO_COMPLETE,
-                      LlmRequestState.DISAGG_GENERATION_TRANS_COMPLETE)
+_GENERATION_STATES = (
+    LlmRequestState.GENERATION_IN_PROGRESS,
+    LlmRequestState.GENERATION_TO_COMPLETE,
+    LlmRequestState.DISAGG_GENERATION_TRANS_COMPLETE,
+)
 
 
 @dataclass(eq=False, slots=True)
@@ -76,11 +79,17 @@ class LlmRequest:
     num_delivered: int = 0
 
     @classmethod
-    def from_request(cls, request: Request, max_new_tokens: int,
-                     snapshot_points: tuple[int, ...] = ()) -> LlmRequest:
+    def from_request(
+        cls, request: Request, max_new_tokens: int, snapshot_points: tuple[int, ...] = ()
+    ) -> LlmRequest:
         """A fresh request starts in CONTEXT_INIT with the whole prompt as its tentative chunk."""
-        return cls(request=request, prompt_len=request.prompt_len, max_new_tokens=max_new_tokens,
-                   context_chunk_size=request.prompt_len, expected_snapshot_points=snapshot_points)
+        return cls(
+            request=request,
+            prompt_len=request.prompt_len,
+            max_new_tokens=max_new_tokens,
+            context_chunk_size=request.prompt_len,
+            expected_snapshot_points=snapshot_points,
+        )
 
     # ---- identity and workload flags ----
     @property
@@ -148,8 +157,10 @@ class LlmRequest:
     def set_prepopulated_prompt_len(self, prepopulated: int, tokens_per_block: int) -> None:
         """Reuse shifts the chunk window right; a non-last chunk's end is floored to a block boundary."""
         if not 0 <= prepopulated < self.prompt_len:
-            raise ValueError(f"request {self.request_id}: prepopulated prompt length {prepopulated} "
-                             f"must be in [0, {self.prompt_len})")
+            raise ValueError(
+                f"request {self.request_id}: prepopulated prompt length {prepopulated} "
+                f"must be in [0, {self.prompt_len})"
+            )
         self.prepopulated_prompt_len = prepopulated
         if prepopulated == 0:
             return
@@ -177,4 +188,4 @@ class LlmRequest:
     def discard_draft_tokens(self, n: int) -> None:
         """Drop the last n drafts (they would need another KV block)."""
         if n > 0:
-            del self.draft_tokens[max(0, len(self.draft_tokens) - n):]
+            del self.draft_tokens[max(0, len(self.draft_tokens) - n) :]

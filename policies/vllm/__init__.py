@@ -18,10 +18,17 @@ from .config import VllmConfig
 from .scheduler import Scheduler
 
 # registered here, not by class decorators: a decorated class cannot be compiled (schedsim.accel)
-register_policy("vllm", "vLLM 0.33.0 V1 scheduler: unified token budget, chunked prefill, prefix "
-                "caching, recompute preemption (1 batch in flight)", VllmConfig)(Scheduler)
-register_policy("vllm-async", "vLLM 0.33.0 AsyncScheduler: schedules step s+1 before step s's "
-                "output returns, using output placeholders (2 batches in flight)",
-                VllmConfig)(AsyncScheduler)
+register_policy(
+    "vllm",
+    "vLLM 0.33.0 V1 scheduler: unified token budget, chunked prefill, prefix "
+    "caching, recompute preemption (1 batch in flight)",
+    VllmConfig,
+)(Scheduler)
+register_policy(
+    "vllm-async",
+    "vLLM 0.33.0 AsyncScheduler: schedules step s+1 before step s's "
+    "output returns, using output placeholders (2 batches in flight)",
+    VllmConfig,
+)(AsyncScheduler)
 
 __all__ = ["AsyncScheduler", "Scheduler", "VllmConfig"]

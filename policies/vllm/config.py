@@ -28,17 +28,25 @@ class VllmConfig(SchedulerConfig):
         super().__post_init__()
         name = type(self).__name__
         if self.max_num_batched_tokens < self.max_num_seqs:
-            raise ValueError(f"{name}.max_num_batched_tokens ({self.max_num_batched_tokens}) must be "
-                             f">= max_num_seqs ({self.max_num_seqs})")
+            raise ValueError(
+                f"{name}.max_num_batched_tokens ({self.max_num_batched_tokens}) must be "
+                f">= max_num_seqs ({self.max_num_seqs})"
+            )
         if self.max_num_active_seqs is not None and not 1 <= self.max_num_active_seqs <= self.max_num_seqs:
-            raise ValueError(f"{name}.max_num_active_seqs ({self.max_num_active_seqs}) must be in "
-                             f"[1, max_num_seqs={self.max_num_seqs}]")
+            raise ValueError(
+                f"{name}.max_num_active_seqs ({self.max_num_active_seqs}) must be in "
+                f"[1, max_num_seqs={self.max_num_seqs}]"
+            )
         if self.long_prefill_token_threshold > self.max_model_len:
-            raise ValueError(f"{name}.long_prefill_token_threshold ({self.long_prefill_token_threshold}) "
-                             f"cannot exceed max_model_len ({self.max_model_len})")
+            raise ValueError(
+                f"{name}.long_prefill_token_threshold ({self.long_prefill_token_threshold}) "
+                f"cannot exceed max_model_len ({self.max_model_len})"
+            )
         if not 0.0 <= self.watermark < 1.0:
             raise ValueError(f"{name}.watermark must be in [0, 1), got {self.watermark}")
         need = -(-self.max_model_len // self.block_size)
         if need > self.num_gpu_blocks - 1:
-            raise ValueError(f"{name}.num_gpu_blocks: {self.num_gpu_blocks - 1} usable blocks cannot "
-                             f"hold one max_model_len={self.max_model_len} sequence ({need} blocks)")
+            raise ValueError(
+                f"{name}.num_gpu_blocks: {self.num_gpu_blocks - 1} usable blocks cannot "
+                f"hold one max_model_len={self.max_model_len} sequence ({need} blocks)"
+            )

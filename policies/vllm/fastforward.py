@@ -40,21 +40,30 @@ class VllmFastForward(FastForwardBase):
         if depth != s.max_concurrent_batches or not s.running or len(s.waiting):
             return None
         cfg = self.config
-        if (s.preempted_req_ids or s.recompute_frontier or s.num_spec_tokens
-                or len(s.running) > cfg.max_num_batched_tokens
-                or (self.kv.deferred_frees and self._released_blocks() < 0)):
+        if (
+            s.preempted_req_ids
+            or s.recompute_frontier
+            or s.num_spec_tokens
+            or len(s.running) > cfg.max_num_batched_tokens
+            or (self.kv.deferred_frees and self._released_blocks() < 0)
+        ):
             return None
         lag = self.lag  # outputs in flight per request: 0 sync, 1 async
         running_status = RequestStatus.RUNNING
         for r in s.running:
             # async: a request whose (last) prefill chunk is in flight is steady from the next
             # schedule on; the simulator checks that chunk samples its first token
-            if (r.status != running_status or r.num_output_placeholders != lag
-                    or (r.num_in_flight_tokens != lag if not lag else r.num_in_flight_tokens < 1)
-                    or r.num_stale_output_tokens
-                    or r.structured_output or r.stop_token_ids or r.num_spec_tokens
-                    or (r.spec_token_ids and not lag)
-                    or r.num_computed_tokens != r.prompt_len + len(r.output_token_ids) - 1 + lag):
+            if (
+                r.status != running_status
+                or r.num_output_placeholders != lag
+                or (r.num_in_flight_tokens != lag if not lag else r.num_in_flight_tokens < 1)
+                or r.num_stale_output_tokens
+                or r.structured_output
+                or r.stop_token_ids
+                or r.num_spec_tokens
+                or (r.spec_token_ids and not lag)
+                or r.num_computed_tokens != r.prompt_len + len(r.output_token_ids) - 1 + lag
+            ):
                 return None
         return s.running
 
@@ -83,8 +92,7 @@ class VllmFastForward(FastForwardBase):
             out.append(not kv.holds_new_tokens(r.request_id, cs[j] + 1, r.prompt_len + out0[j]))
         return out
 
-    def _sched_kv(self, r: Request, total: int, known: int, out0: int, i: int,
-                  toks: list[int]) -> bool:
+    def _sched_kv(self, r: Request, total: int, known: int, out0: int, i: int, toks: list[int]) -> bool:
         """_schedule_running's fast-path test, then append_slots where it does not apply."""
         kv = self.kv
         rid = r.request_id
@@ -134,7 +142,15 @@ class VllmFastForward(FastForwardBase):
             scheduled[rid] = 1
             context[rid] = r.num_computed_tokens - 1
             blocks[rid] = tables[rid]
-        return StepPlan(step_id=self.sched.current_step - 1, num_scheduled_tokens=scheduled,
-                        total_num_scheduled_tokens=len(reqs), context_lens=context,
-                        spec_decode_tokens={}, block_ids=blocks, new_req_ids=[], resumed_req_ids=[],
-                        preempted_req_ids=[], finished_req_ids=[])
+        return StepPlan(
+            step_id=self.sched.current_step - 1,
+            num_scheduled_tokens=scheduled,
+            total_num_scheduled_tokens=len(reqs),
+            context_lens=context,
+            spec_decode_tokens={},
+            block_ids=blocks,
+            new_req_ids=[],
+            resumed_req_ids=[],
+            preempted_req_ids=[],
+            finished_req_ids=[],
+        )

@@ -27,8 +27,19 @@ from .utils import check_stop
 class _StepState:
     """Budgets and per-step lists of one schedule() call."""
 
-    __slots__ = ("token_budget", "input_budget", "num_scheduled", "spec", "scheduled_running",
-                 "preempted", "new", "resumed", "prefill_scheduled", "threshold", "context")
+    __slots__ = (
+        "token_budget",
+        "input_budget",
+        "num_scheduled",
+        "spec",
+        "scheduled_running",
+        "preempted",
+        "new",
+        "resumed",
+        "prefill_scheduled",
+        "threshold",
+        "context",
+    )
 
     def __init__(self, budget: int, threshold: int) -> None:
         self.token_budget = budget
@@ -52,8 +63,14 @@ class Scheduler:
     def __init__(self, config: VllmConfig) -> None:
         self.config = config
         # lazy_private: a vLLM request looks up blocks only while it holds none (see KVCacheManager)
-        self.kv = KVCacheManager(config.num_gpu_blocks, config.block_size, config.max_model_len,
-                                 config.enable_prefix_caching, config.watermark, lazy_private=True)
+        self.kv = KVCacheManager(
+            config.num_gpu_blocks,
+            config.block_size,
+            config.max_model_len,
+            config.enable_prefix_caching,
+            config.watermark,
+            lazy_private=True,
+        )
         self.requests: dict[str, Request] = {}
         self.running: list[Request] = []
         self.waiting = create_request_queue(config.scheduling_policy)
@@ -100,8 +117,7 @@ class Scheduler:
                 break
             placeholders = request.num_output_placeholders
             computed = request.num_computed_tokens
-            if placeholders > 0 and (computed + 2 - placeholders
-                                     >= request.prompt_len + request.max_tokens):
+            if placeholders > 0 and (computed + 2 - placeholders >= request.prompt_len + request.max_tokens):
                 req_index += 1  # async: the in-flight step already reaches max_tokens
                 continue
             num_tokens = request.prompt_len + len(request.output_token_ids)
@@ -145,8 +161,9 @@ class Scheduler:
                 request.spec_token_ids = []
         st.token_budget, st.input_budget = token_budget, input_budget
 
-    def _allocate_or_preempt(self, st: _StepState, request: Request, num_new: int,
-                             req_index: int) -> tuple[bool, int]:
+    def _allocate_or_preempt(
+        self, st: _StepState, request: Request, num_new: int, req_index: int
+    ) -> tuple[bool, int]:
         """After a failed allocate_slots: preempt victims (last running / lowest priority) until it fits."""
         running = self.running
         if self.kv.allocate_slots(request, num_new) is not None:
@@ -183,7 +200,8 @@ class Scheduler:
         """Recompute preemption: drop KV, mark in-flight output stale, back to the front of waiting."""
         assert request.status == RequestStatus.RUNNING, "only running requests can be preempted"
         self.recompute_frontier[request.request_id] = max(
-            request.num_computed_tokens, self.recompute_frontier.get(request.request_id, 0))
+            request.num_computed_tokens, self.recompute_frontier.get(request.request_id, 0)
+        )
         self._free_request_blocks(request)
         request.status = RequestStatus.PREEMPTED
         request.num_computed_tokens = 0
@@ -212,9 +230,13 @@ class Scheduler:
             budget = min(st.token_budget, st.input_budget)
             num_new = request.num_tokens - num_computed
             pad = False
-            if (k > 0 and num_new == 1 and not st.prefill_scheduled
-                    and (st.scheduled_running or num_computed > 0)
-                    and num_computed + 1 + k + 1 <= cfg.max_model_len):
+            if (
+                k > 0
+                and num_new == 1
+                and not st.prefill_scheduled
+                and (st.scheduled_running or num_computed > 0)
+                and num_computed + 1 + k + 1 <= cfg.max_model_len
+            ):
                 if 1 + k > budget:
                     break
                 num_new, pad = 1 + k, True
@@ -223,9 +245,17 @@ class Scheduler:
             if not cfg.enable_chunked_prefill and num_new > budget:
                 break
             num_new = min(num_new, budget)
-            if self.kv.allocate_slots(request, num_new, num_computed, hit,
-                                      full_sequence_must_fit=cfg.scheduler_reserve_full_isl,
-                                      has_scheduled_reqs=bool(self.running)) is None:
+            if (
+                self.kv.allocate_slots(
+                    request,
+                    num_new,
+                    num_computed,
+                    hit,
+                    full_sequence_must_fit=cfg.scheduler_reserve_full_isl,
+                    has_scheduled_reqs=bool(self.running),
+                )
+                is None
+            ):
                 break
             waiting.pop_request()
             self.running.append(request)
@@ -291,7 +321,8 @@ class Scheduler:
             if seq is not None:
                 request.last_sched_seq = seq
             request.is_prefill_chunk = request.num_computed_tokens < (
-                request.num_tokens + request.num_output_placeholders)
+                request.num_tokens + request.num_output_placeholders
+            )
             has_so |= request.structured_output and not request.is_prefill_chunk
         plan.has_structured_output_requests = has_so
         self.finished_req_ids = []
@@ -344,10 +375,12 @@ class Scheduler:
                 outs = request.output_token_ids
                 outs.append(tok)
                 num_out = len(outs)
-                stopped = ((tok == request.eos_token_id and not request.ignore_eos)
-                           or num_out >= request.max_tokens
-                           or request.prompt_len + num_out >= max_model_len
-                           or (request.stop_token_ids and tok in request.stop_token_ids))
+                stopped = (
+                    (tok == request.eos_token_id and not request.ignore_eos)
+                    or num_out >= request.max_tokens
+                    or request.prompt_len + num_out >= max_model_len
+                    or (request.stop_token_ids and tok in request.stop_token_ids)
+                )
                 if stopped:
                     check_stop(request, max_model_len)
                 if had_placeholders:
@@ -380,8 +413,9 @@ class Scheduler:
         if stale or request.status != RequestStatus.RUNNING:
             return
         rid = request.request_id
-        self.recompute_frontier[rid] = max(request.num_computed_tokens - request.num_in_flight_tokens,
-                                           self.recompute_frontier.get(rid, 0))
+        self.recompute_frontier[rid] = max(
+            request.num_computed_tokens - request.num_in_flight_tokens, self.recompute_frontier.get(rid, 0)
+        )
         request.num_computed_tokens = 0
         request.num_stale_output_tokens = request.num_in_flight_tokens
         request.num_output_placeholders = 0
@@ -396,8 +430,9 @@ class Scheduler:
         if request.num_output_placeholders > 0:
             request.num_output_placeholders -= rejected
 
-    def _update_request_with_output(self, request: Request, new_ids: list[int],
-                                    stale: bool) -> tuple[list[int], bool]:
+    def _update_request_with_output(
+        self, request: Request, new_ids: list[int], stale: bool
+    ) -> tuple[list[int], bool]:
         """Append tokens one by one, stopping (and trimming) at the first stop condition."""
         num_returned = len(new_ids)
         outs = request.output_token_ids
@@ -409,7 +444,8 @@ class Scheduler:
         for i, tok in enumerate(new_ids, 1):
             outs.append(tok)
             if (tok == eos or len(outs) >= limit or (stops and tok in stops)) and check_stop(
-                    request, max_model_len):
+                request, max_model_len
+            ):
                 stopped = True
                 trimmed = num_returned - i
                 if not stale:
@@ -430,8 +466,7 @@ class Scheduler:
         self.requests[request.request_id] = request
         self.waiting.add_request(request)
 
-    def finish_requests(self, request_ids: Iterable[str],
-                        finished_status: RequestStatus) -> list[Request]:
+    def finish_requests(self, request_ids: Iterable[str], finished_status: RequestStatus) -> list[Request]:
         """The finish signal from outside the scheduler (a client abort): finish the live ones
         with `finished_status` and free them; finished or unknown ids are ignored."""
         assert finished_status.is_finished

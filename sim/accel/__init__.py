@@ -57,8 +57,12 @@ COMPILED_MODULES = (
 )
 GROUP = "schedsim_accel"  # mypyc's shared library: {GROUP}__mypyc
 # import name prefix -> source folder in the repository (pyproject's package-dir)
-PACKAGE_DIRS = {"schedsim.policies": "policies", "schedsim.traces": "traces",
-                "schedsim.backend": "backend", "schedsim": "sim"}
+PACKAGE_DIRS = {
+    "schedsim.policies": "policies",
+    "schedsim.traces": "traces",
+    "schedsim.backend": "backend",
+    "schedsim": "sim",
+}
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # sim/, the schedsim package
 COMPILED_DIR = PACKAGE_DIR / "_compiled"
 MANIFEST = COMPILED_DIR / "manifest.json"
@@ -81,9 +85,12 @@ def source_path(module: str) -> Path:
     """The .py file of a module under the repository's package-dir layout."""
     for prefix, folder in PACKAGE_DIRS.items():
         if module == prefix or module.startswith(prefix + "."):
-            rest = module[len(prefix):].lstrip(".").split(".") if module != prefix else []
-            return REPO_ROOT.joinpath(folder, *rest).with_suffix(".py") if rest else \
-                REPO_ROOT / folder / "__init__.py"
+            rest = module[len(prefix) :].lstrip(".").split(".") if module != prefix else []
+            return (
+                REPO_ROOT.joinpath(folder, *rest).with_suffix(".py")
+                if rest
+                else REPO_ROOT / folder / "__init__.py"
+            )
     raise ValueError(f"{module} is not a schedsim module")
 
 
@@ -98,8 +105,9 @@ class _CompiledFinder(importlib.abc.MetaPathFinder):
     def __init__(self, extensions: dict[str, Path]) -> None:
         self.extensions = extensions
 
-    def find_spec(self, fullname: str, path: object = None,
-                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: object = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
         so = self.extensions.get(fullname)
         if so is None:
             return None
@@ -118,8 +126,10 @@ def check_manifest(manifest: dict) -> tuple[dict[str, Path], str]:
     for name, entry in modules.items():
         src = source_path(name)
         if not src.exists() or file_hash(src) != entry["sha256"]:
-            return {}, (f"{src.relative_to(REPO_ROOT)} changed since the compiled core was built "
-                        "(rebuild: python -m schedsim.accel.build)")
+            return {}, (
+                f"{src.relative_to(REPO_ROOT)} changed since the compiled core was built "
+                "(rebuild: python -m schedsim.accel.build)"
+            )
         extensions[name] = COMPILED_DIR / entry["so"]
     extensions[manifest["group"]["name"]] = COMPILED_DIR / manifest["group"]["so"]
     missing = [str(p) for p in extensions.values() if not p.exists()]

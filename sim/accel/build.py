@@ -34,8 +34,13 @@ from schedsim.accel import (
 
 BUILD_DIR = REPO_ROOT / "build" / "accel"
 # mypy options: the compiled modules must type-check; imported modules only need to resolve
-MYPY_ARGS = ["--follow-imports=silent", "--ignore-missing-imports", "--no-error-summary",
-             "--cache-dir", str(BUILD_DIR / "mypy_cache")]
+MYPY_ARGS = [
+    "--follow-imports=silent",
+    "--ignore-missing-imports",
+    "--no-error-summary",
+    "--cache-dir",
+    str(BUILD_DIR / "mypy_cache"),
+]
 
 
 def stage(dest: Path) -> None:
@@ -64,8 +69,13 @@ def compile_core(src: Path, jobs: int) -> dict[str, Path]:
     cwd = os.getcwd()
     os.chdir(src)
     try:
-        exts = mypycify(MYPY_ARGS + rel_paths, opt_level="3", debug_level="0", group_name=GROUP,
-                        target_dir=str(BUILD_DIR / "c"))
+        exts = mypycify(
+            MYPY_ARGS + rel_paths,
+            opt_level="3",
+            debug_level="0",
+            group_name=GROUP,
+            target_dir=str(BUILD_DIR / "c"),
+        )
         dist = Distribution({"name": "schedsim-accel", "ext_modules": exts})
         cmd = dist.get_command_obj("build_ext")
         cmd.build_lib = str(BUILD_DIR / "lib")
@@ -89,11 +99,18 @@ def install_build(built: dict[str, Path]) -> dict:
         shutil.rmtree(COMPILED_DIR)
     COMPILED_DIR.mkdir(parents=True)
     suffix = importlib.machinery.EXTENSION_SUFFIXES[0]
-    manifest: dict = {"ext_suffix": suffix, "python": sys.version.split()[0], "modules": {},
-                      "built_at": time.strftime("%Y-%m-%d %H:%M:%S")}
+    manifest: dict = {
+        "ext_suffix": suffix,
+        "python": sys.version.split()[0],
+        "modules": {},
+        "built_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
     for name, path in built.items():
-        dest = COMPILED_DIR / path.name if name.startswith(GROUP) else \
-            COMPILED_DIR.joinpath(*name.split(".")[:-1], path.name)
+        dest = (
+            COMPILED_DIR / path.name
+            if name.startswith(GROUP)
+            else COMPILED_DIR.joinpath(*name.split(".")[:-1], path.name)
+        )
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(path, dest)
         rel = str(dest.relative_to(COMPILED_DIR))
@@ -109,13 +126,20 @@ def main(argv: list[str] | None = None) -> int:
     """Build (or --check) the compiled core."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="only report whether the build is current")
-    ap.add_argument("--if-stale", action="store_true",
-                    help="build only when the sources changed since the last build (make's default)")
+    ap.add_argument(
+        "--if-stale",
+        action="store_true",
+        help="build only when the sources changed since the last build (make's default)",
+    )
     ap.add_argument("--soft", action="store_true", help="exit 0 when mypy or a compiler is missing")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--stage", metavar="DIR", type=Path,
-                    help="only copy the sources into DIR in the installed layout (for tools that "
-                         "read packages from disk: import-linter, mypy) and exit")
+    ap.add_argument(
+        "--stage",
+        metavar="DIR",
+        type=Path,
+        help="only copy the sources into DIR in the installed layout (for tools that "
+        "read packages from disk: import-linter, mypy) and exit",
+    )
     args = ap.parse_args(argv)
     if args.stage is not None:
         stage(args.stage)
@@ -132,8 +156,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"schedsim.accel.build: the compiled core was not built: {e!r}", file=sys.stderr)
         return 0 if args.soft else 1
     manifest = install_build(built)
-    print(f"compiled core: {len(manifest['modules'])} modules in {time.perf_counter() - t0:.0f} s "
-          f"-> {COMPILED_DIR.relative_to(REPO_ROOT)}/")
+    print(
+        f"compiled core: {len(manifest['modules'])} modules in {time.perf_counter() - t0:.0f} s "
+        f"-> {COMPILED_DIR.relative_to(REPO_ROOT)}/"
+    )
     return 0
 
 

@@ -81,8 +81,13 @@ def _default(field: dataclasses.Field) -> Any:
     return dataclasses.MISSING
 
 
-def add_dataclass_flags(parser: argparse.ArgumentParser | Any, cls: type, prefix: str = "",
-                        skip: tuple[str, ...] = (), rename: Mapping[str, str] | None = None) -> list[str]:
+def add_dataclass_flags(
+    parser: argparse.ArgumentParser | Any,
+    cls: type,
+    prefix: str = "",
+    skip: tuple[str, ...] = (),
+    rename: Mapping[str, str] | None = None,
+) -> list[str]:
     """Add one flag per field (nested dataclasses flattened); returns the dotted dests added.
 
     `rename` maps a field to another flag where a command's own flag takes the natural name.
@@ -98,8 +103,11 @@ def add_dataclass_flags(parser: argparse.ArgumentParser | Any, cls: type, prefix
             group = parser.add_argument_group(f"{field.name} options")
             dests += add_dataclass_flags(group, tp, dest + ".")
             continue
-        kw: dict[str, Any] = {"dest": dest, "default": argparse.SUPPRESS,
-                              "help": _help(field, _default(field))}
+        kw: dict[str, Any] = {
+            "dest": dest,
+            "default": argparse.SUPPRESS,
+            "help": _help(field, _default(field)),
+        }
         origin = typing.get_origin(tp) or tp
         if tp is bool:
             kw["action"] = argparse.BooleanOptionalAction
@@ -134,28 +142,45 @@ def collect_overrides(ns: argparse.Namespace, dests: list[str]) -> dict[str, Any
     return out
 
 
-def add_run_arguments(parser: argparse.ArgumentParser, out_default: str | None,
-                      rename: dict[str, str] | None = None) -> list[str]:
+def add_run_arguments(
+    parser: argparse.ArgumentParser, out_default: str | None, rename: dict[str, str] | None = None
+) -> list[str]:
     """Flags shared by run/compare/sweep/validate: --config, one flag per RunConfig field,
     --policy-option, --out, --no-progress; returns the RunConfig dests added."""
-    parser.add_argument("--config", metavar="FILE.toml", type=Path,
-                        help="TOML file of RunConfig keys; flags given on the command line override it")
+    parser.add_argument(
+        "--config",
+        metavar="FILE.toml",
+        type=Path,
+        help="TOML file of RunConfig keys; flags given on the command line override it",
+    )
     group = parser.add_argument_group("run configuration (RunConfig; every key can also go in --config)")
     dests = add_dataclass_flags(group, RunConfig, skip=("policy_options",), rename=rename)
     meta = {f.name: f.metadata for f in dataclasses.fields(RunConfig)}.get("policy_options", {})
-    group.add_argument("--policy-option", dest="policy_option_pairs", action="append",
-                       type=parse_key_value, metavar="KEY=VALUE", default=[],
-                       help=f"{meta.get('help', 'a policy option')}; repeatable, e.g. "
-                            "--policy-option long_prefill_token_threshold=512")
-    parser.add_argument("--out", type=Path, default=out_default, metavar="DIR",
-                        help=f"output directory (default: {out_default})")
+    group.add_argument(
+        "--policy-option",
+        dest="policy_option_pairs",
+        action="append",
+        type=parse_key_value,
+        metavar="KEY=VALUE",
+        default=[],
+        help=f"{meta.get('help', 'a policy option')}; repeatable, e.g. "
+        "--policy-option long_prefill_token_threshold=512",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=out_default,
+        metavar="DIR",
+        help=f"output directory (default: {out_default})",
+    )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(run_dests=dests)
     return dests
 
 
-def resolve_run_config(args: argparse.Namespace, section: str | None = None,
-                       ignore: tuple[str, ...] = ()) -> RunConfig:
+def resolve_run_config(
+    args: argparse.Namespace, section: str | None = None, ignore: tuple[str, ...] = ()
+) -> RunConfig:
     """RunConfig from defaults, then --config, then the flags actually given."""
     overrides = collect_overrides(args, args.run_dests)
     pairs = dict(args.policy_option_pairs)

@@ -14,11 +14,22 @@ def add_parser(sub: Any) -> None:
     """Register `compare`."""
     p = sub.add_parser("compare", help="several policies/configs on one workload, side by side")
     add_run_arguments(p, "runs/compare")
-    p.add_argument("--policies", nargs="+", default=[], metavar="NAME",
-                   help="policies to compare on the same workload and seed (space or comma separated)")
-    p.add_argument("--variant", action="append", type=Path, default=[], metavar="FILE.toml",
-                   help="a config to compare: RunConfig keys overlaid on the base (repeatable); "
-                        "labelled by the file's stem")
+    p.add_argument(
+        "--policies",
+        nargs="+",
+        default=[],
+        metavar="NAME",
+        help="policies to compare on the same workload and seed (space or comma separated)",
+    )
+    p.add_argument(
+        "--variant",
+        action="append",
+        type=Path,
+        default=[],
+        metavar="FILE.toml",
+        help="a config to compare: RunConfig keys overlaid on the base (repeatable); "
+        "labelled by the file's stem",
+    )
     p.add_argument("--no-plots", action="store_true", help="skip the overlaid PNG plots")
     p.set_defaults(func=cmd_compare)
 
@@ -35,8 +46,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     variants = make_variants(base, args.policies, args.variant)
     for label, config in variants:
         check_config(config, f"variant {label!r}")
-    table = compare_configs(variants, out=args.out, progress=not args.no_progress,
-                            plots=not args.no_plots)
+    table = compare_configs(variants, out=args.out, progress=not args.no_progress, plots=not args.no_plots)
     print(format_side_by_side(table))
     print(f"\nwrote {args.out}/ (compare.parquet, per-variant tables, cdf_latency.png, over_time.png)")
     return 0

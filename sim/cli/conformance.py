@@ -10,10 +10,13 @@ from schedsim.conformance import vllm
 
 def add_parser(sub: Any) -> None:
     """Register `conformance`."""
-    p = sub.add_parser("conformance", help="replay scenario JSONs through our policies with a fake "
-                       "model and print each step log (the format the engines' oracles print)",
-                       description="Replays each scenario through vllm / vllm-async and prints one "
-                       "JSON line per step: {step, scheduled, preempted, finished}.")
+    p = sub.add_parser(
+        "conformance",
+        help="replay scenario JSONs through our policies with a fake "
+        "model and print each step log (the format the engines' oracles print)",
+        description="Replays each scenario through vllm / vllm-async and prints one "
+        "JSON line per step: {step, scheduled, preempted, finished}.",
+    )
     p.add_argument("scenarios", nargs="+", metavar="SCENARIO.json")
     p.set_defaults(func=cmd_conformance)
 

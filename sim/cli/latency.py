@@ -14,9 +14,11 @@ from schedsim.latency.calibration import calibrate_from_args
 
 def add_parsers(subparsers: Any) -> None:
     """Register `latency` and `calibrate` on the top-level CLI's subparsers."""
-    p = subparsers.add_parser("latency", help="predicted step time of one step shape",
-                              description="Predict one GPU step's time and break it down by "
-                              "operator and by latency-model kind.")
+    p = subparsers.add_parser(
+        "latency",
+        help="predicted step time of one step shape",
+        description="Predict one GPU step's time and break it down by operator and by latency-model kind.",
+    )
     p.add_argument("--model", default="llama-3.1-8b", help="model spec name or config.json path")
     p.add_argument("--gpu", default="h100-sxm", help="GPU spec name")
     p.add_argument("--tp", type=int, default=1, help="tensor-parallel degree")
@@ -30,15 +32,21 @@ def add_parsers(subparsers: Any) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     p.set_defaults(func=cmd_latency)
 
-    c = subparsers.add_parser("calibrate", help="fit a latency model to measured profiles",
-                              description="Write a calibration file: import Vidur-format profiles "
-                              "and fit the roofline (--profile), fit the whole-step model to "
-                              "measured step times (--steps), or time our own policies' CPU "
-                              "phases (--cpu).")
+    c = subparsers.add_parser(
+        "calibrate",
+        help="fit a latency model to measured profiles",
+        description="Write a calibration file: import Vidur-format profiles "
+        "and fit the roofline (--profile), fit the whole-step model to "
+        "measured step times (--steps), or time our own policies' CPU "
+        "phases (--cpu).",
+    )
     src = c.add_mutually_exclusive_group(required=True)
     src.add_argument("--profile", help="folder of Vidur-format profiles (compute/, network/)")
-    src.add_argument("--steps", help="CSV of measured steps (step_time_s|step_time_ms, "
-                     "prefill_tokens, decode_count[, sum_context, sum_context_sq])")
+    src.add_argument(
+        "--steps",
+        help="CSV of measured steps (step_time_s|step_time_ms, "
+        "prefill_tokens, decode_count[, sum_context, sum_context_sq])",
+    )
     src.add_argument("--cpu", action="store_true", help="time this machine's policy CPU phases")
     c.add_argument("--out", required=True, help="calibration JSON to write")
     c.add_argument("--model", default=None, help="(--steps) model the steps were measured on")
@@ -49,8 +57,7 @@ def add_parsers(subparsers: Any) -> None:
 
 
 def _shape(args: argparse.Namespace) -> StepShape:
-    for name in ("tp", "prefill_tokens", "context", "decode_batch", "decode_context",
-                 "draft_tokens"):
+    for name in ("tp", "prefill_tokens", "context", "decode_batch", "decode_context", "draft_tokens"):
         if getattr(args, name) < 0:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 0")
     prefills = [(args.prefill_tokens, args.context)] if args.prefill_tokens else []
@@ -61,8 +68,11 @@ def predict(args: argparse.Namespace) -> dict[str, Any]:
     """The chosen model's prediction, its breakdown, and every applicable kind side by side."""
     shape = _shape(args)
     model = make_latency_model(args.model, args.gpu, args.tp, args.kind, args.calibration)
-    out: dict[str, Any] = {"model": model.describe(), "num_tokens": shape.num_tokens,
-                           "step_time_ms": model.step_time(shape) * 1e3}
+    out: dict[str, Any] = {
+        "model": model.describe(),
+        "num_tokens": shape.num_tokens,
+        "step_time_ms": model.step_time(shape) * 1e3,
+    }
     if hasattr(model, "breakdown"):
         out["breakdown_ms"] = {k: v * 1e3 for k, v in model.breakdown(shape).items()}
     kinds = {}
@@ -88,8 +98,10 @@ def cmd_latency(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=1, default=str))
         return 0
     d = out["model"]
-    print(f"{d.get('model', args.model)} on {d.get('gpu', args.gpu)} tp={args.tp}, "
-          f"{out['num_tokens']} tokens: {out['step_time_ms']:.3f} ms ({d['kind']} model)")
+    print(
+        f"{d.get('model', args.model)} on {d.get('gpu', args.gpu)} tp={args.tp}, "
+        f"{out['num_tokens']} tokens: {out['step_time_ms']:.3f} ms ({d['kind']} model)"
+    )
     for op, ms in sorted(out.get("breakdown_ms", {}).items(), key=lambda kv: -kv[1]):
         if ms > 0:
             print(f"  {op:26s} {ms:10.3f} ms  {100 * ms / out['step_time_ms']:5.1f}%")

@@ -29,13 +29,17 @@ def cmd_policies(args: argparse.Namespace) -> int:
 
 def model_lines() -> list[str]:
     """One line per shipped model spec."""
-    lines = [f"{'name':15s} {'layers':>6s} {'hidden':>6s} {'heads':>5s} {'kv':>3s} {'params':>7s} "
-             f"{'max_pos':>7s} {'tp':>2s}  hf_name"]
+    lines = [
+        f"{'name':15s} {'layers':>6s} {'hidden':>6s} {'heads':>5s} {'kv':>3s} {'params':>7s} "
+        f"{'max_pos':>7s} {'tp':>2s}  hf_name"
+    ]
     for name in list_model_specs():
         m = get_model_spec(name)
-        lines.append(f"{name:15s} {m.num_layers:6d} {m.hidden_size:6d} {m.num_attention_heads:5d} "
-                     f"{m.num_key_value_heads:3d} {m.weight_params() / 1e9:6.1f}B "
-                     f"{m.max_position_embeddings:7d} {m.tp:2d}  {m.hf_name}")
+        lines.append(
+            f"{name:15s} {m.num_layers:6d} {m.hidden_size:6d} {m.num_attention_heads:5d} "
+            f"{m.num_key_value_heads:3d} {m.weight_params() / 1e9:6.1f}B "
+            f"{m.max_position_embeddings:7d} {m.tp:2d}  {m.hf_name}"
+        )
     return lines
 
 
@@ -44,8 +48,9 @@ def gpu_lines() -> list[str]:
     lines = [f"{'name':10s} {'mem_GiB':>7s} {'bf16_TFLOPs':>11s} {'HBM_GB/s':>8s} {'link_GB/s':>9s}"]
     for name in list_gpu_specs():
         g = get_gpu_spec(name)
-        lines.append(f"{name:10s} {g.memory_gib:7.1f} {g.peak_tflops:11.1f} {g.hbm_gbps:8.0f} "
-                     f"{g.nvlink_gbps:9.1f}")
+        lines.append(
+            f"{name:10s} {g.memory_gib:7.1f} {g.peak_tflops:11.1f} {g.hbm_gbps:8.0f} {g.nvlink_gbps:9.1f}"
+        )
     return lines
 
 

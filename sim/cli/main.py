@@ -15,8 +15,10 @@ from schedsim.traces import TraceError
 def build_parser() -> argparse.ArgumentParser:
     """The whole command tree."""
     parser = argparse.ArgumentParser(
-        prog="schedsim", description="A discrete-event simulator for LLM-serving schedulers: replay a "
-        "workload through a scheduler policy on a modelled GPU and CPU, and compare policies.")
+        prog="schedsim",
+        description="A discrete-event simulator for LLM-serving schedulers: replay a "
+        "workload through a scheduler policy on a modelled GPU and CPU, and compare policies.",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     run.add_parser(sub)
     listings.add_parsers(sub)

@@ -11,8 +11,16 @@ from schedsim.cli.args import add_run_arguments, parse_scalar, resolve_run_confi
 from schedsim.run.resolve import check_config
 from schedsim.run.toml_config import ConfigError, load_toml
 
-DEFAULT_METRICS = ("p99_ttft_ms", "mean_ttft_ms", "mean_tpot_ms", "p99_tpot_ms", "output_throughput",
-                   "gpu_idle_fraction", "num_preemptions", "recomputed_tokens")
+DEFAULT_METRICS = (
+    "p99_ttft_ms",
+    "mean_ttft_ms",
+    "mean_tpot_ms",
+    "p99_tpot_ms",
+    "output_throughput",
+    "gpu_idle_fraction",
+    "num_preemptions",
+    "recomputed_tokens",
+)
 SWEEP_TABLES = ("grid", "runs", "sweep")  # tables of a sweep TOML that are not RunConfig keys
 SWEEP_ENGINES = ("process", "ray")
 
@@ -21,17 +29,33 @@ def add_parser(sub: Any) -> None:
     """Register `sweep` (`--engine` picks the sweep's executor; the loop mode is --loop-engine)."""
     p = sub.add_parser("sweep", help="a grid of runs on a process pool or Ray, resumable")
     add_run_arguments(p, "runs/sweep", {"engine": "--loop-engine"})
-    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
-                   help="a swept RunConfig key and its values (repeatable; the grid is their product). "
-                        "A TOML --config may instead hold [grid] and [[runs]] tables")
-    p.add_argument("--engine", dest="sweep_engine", choices=SWEEP_ENGINES, default=None,
-                   help="local process pool (default) or Ray (needs the `ray` extra)")
-    p.add_argument("--workers", type=int, default=None,
-                   help="parallel runs (default: min(2, CPUs))")
-    p.add_argument("--x", default=None, metavar="KEY",
-                   help="the knob on the x axis of the plots (default: the first swept key except policy)")
-    p.add_argument("--metrics", default=",".join(DEFAULT_METRICS),
-                   help="comma-separated metrics to plot against the knob")
+    p.add_argument(
+        "--grid",
+        action="append",
+        default=[],
+        metavar="KEY=V1,V2,...",
+        help="a swept RunConfig key and its values (repeatable; the grid is their product). "
+        "A TOML --config may instead hold [grid] and [[runs]] tables",
+    )
+    p.add_argument(
+        "--engine",
+        dest="sweep_engine",
+        choices=SWEEP_ENGINES,
+        default=None,
+        help="local process pool (default) or Ray (needs the `ray` extra)",
+    )
+    p.add_argument("--workers", type=int, default=None, help="parallel runs (default: min(2, CPUs))")
+    p.add_argument(
+        "--x",
+        default=None,
+        metavar="KEY",
+        help="the knob on the x axis of the plots (default: the first swept key except policy)",
+    )
+    p.add_argument(
+        "--metrics",
+        default=",".join(DEFAULT_METRICS),
+        help="comma-separated metrics to plot against the knob",
+    )
     p.set_defaults(func=cmd_sweep)
 
 
@@ -56,8 +80,9 @@ def sweep_tables(args: argparse.Namespace) -> tuple[dict[str, Any], list[dict[st
         raise ConfigError(f"{args.config}: [grid] and [sweep] must be tables, [[runs]] an array of tables")
     unknown = sorted(set(opts) - {"x", "metrics", "engine", "workers"})
     if unknown:
-        raise ConfigError(f"{args.config} [sweep]: unknown key {unknown[0]!r}; "
-                          "known: engine, metrics, workers, x")
+        raise ConfigError(
+            f"{args.config} [sweep]: unknown key {unknown[0]!r}; known: engine, metrics, workers, x"
+        )
     return dict(grid), runs, dict(opts)
 
 

@@ -17,24 +17,34 @@ FORMATS = ("azure", "mooncake", "burstgpt", "csv", "jsonl")
 
 def add_parser(subparsers: Any) -> None:
     """Add `trace` and its sub-commands to the schedsim command tree."""
-    trace = subparsers.add_parser("trace", help="inspect, convert and generate workloads",
-                                  description="Workload tools: shipped names are "
-                                  + ", ".join(sorted(T.SHIPPED)) + ", or give a path.")
+    trace = subparsers.add_parser(
+        "trace",
+        help="inspect, convert and generate workloads",
+        description="Workload tools: shipped names are " + ", ".join(sorted(T.SHIPPED)) + ", or give a path.",
+    )
     trace.set_defaults(func=handle_trace, trace_cmd=None)
     sub = trace.add_subparsers(dest="trace_cmd", metavar="ACTION")
     p = sub.add_parser("stats", help="counts, rate over time, length percentiles, prefix sharing")
     _load_args(p)
     p.add_argument("--plot", type=Path, help="write a PNG of arrivals and lengths")
     p.add_argument("--json", action="store_true", help="print the summary row as JSON")
-    p.add_argument("--sim-block-size", type=int, default=16,
-                   help="block size for the prefix-sharing ratio (default 16)")
-    for name, helptext in (("convert", "load, transform and write a native workload file"),
-                           ("head", "the first N requests (printed, or written with -o)")):
+    p.add_argument(
+        "--sim-block-size", type=int, default=16, help="block size for the prefix-sharing ratio (default 16)"
+    )
+    for name, helptext in (
+        ("convert", "load, transform and write a native workload file"),
+        ("head", "the first N requests (printed, or written with -o)"),
+    ):
         p = sub.add_parser(name, help=helptext)
         _load_args(p)
         _transform_args(p)
-        p.add_argument("-o", "--out", type=Path, required=name == "convert",
-                       help="output file (.csv, .jsonl or .parquet)")
+        p.add_argument(
+            "-o",
+            "--out",
+            type=Path,
+            required=name == "convert",
+            help="output file (.csv, .jsonl or .parquet)",
+        )
         if name == "head":
             p.add_argument("-n", type=int, default=10, help="number of requests (default 10)")
     for fmt in FORMATS:
@@ -58,12 +68,25 @@ def _load_args(p: argparse.ArgumentParser, fmt: str | None = None) -> None:
         p.add_argument("--format", choices=("auto", *FORMATS, "parquet"), default="auto")
     p.set_defaults(format=fmt or "auto")
     p.add_argument("--config", type=Path, help="JSON/TOML with loader options (mapping, ...)")
-    p.add_argument("--sort", action="store_true", default=None,
-                   help="sort rows by arrival time instead of failing on decreasing timestamps")
-    p.add_argument("--skip-bad", action="store_true", default=None,
-                   help="skip malformed rows (reported with count and first line numbers)")
-    p.add_argument("--window", type=float, nargs=2, metavar=("START", "END"),
-                   help="read only requests in [START, END) seconds (lazily)")
+    p.add_argument(
+        "--sort",
+        action="store_true",
+        default=None,
+        help="sort rows by arrival time instead of failing on decreasing timestamps",
+    )
+    p.add_argument(
+        "--skip-bad",
+        action="store_true",
+        default=None,
+        help="skip malformed rows (reported with count and first line numbers)",
+    )
+    p.add_argument(
+        "--window",
+        type=float,
+        nargs=2,
+        metavar=("START", "END"),
+        help="read only requests in [START, END) seconds (lazily)",
+    )
     if fmt in (None, "burstgpt"):
         p.add_argument("--model", action="append", help="BurstGPT: keep this model (repeatable)")
         p.add_argument("--log-type", action="append", help="BurstGPT: keep this log type")
@@ -131,20 +154,23 @@ def _parse_map(text: str | None) -> dict[str, str] | None:
         return None
     pairs = [item.split("=", 1) for item in text.split(",") if item.strip()]
     if any(len(p) != 2 or not p[0].strip() or not p[1].strip() for p in pairs):
-        raise T.TraceError(f"--map wants workload_column=file_column pairs, got {text!r}",
-                           field="map")
+        raise T.TraceError(f"--map wants workload_column=file_column pairs, got {text!r}", field="map")
     return {k.strip(): v.strip() for k, v in pairs}
 
 
 def load_from_args(args: argparse.Namespace) -> Any:
     """Config-file options, overridden by flags, passed to load_workload."""
     opts = read_config(getattr(args, "config", None))
-    flags = {"sort": args.sort, "skip_bad": args.skip_bad,
-             "window": tuple(args.window) if args.window else None,
-             "model": getattr(args, "model", None), "log_type": getattr(args, "log_type", None),
-             "mapping": _parse_map(getattr(args, "map", None)),
-             "time_unit": getattr(args, "time_unit", None),
-             "block_size": getattr(args, "hash_block_size", None)}
+    flags = {
+        "sort": args.sort,
+        "skip_bad": args.skip_bad,
+        "window": tuple(args.window) if args.window else None,
+        "model": getattr(args, "model", None),
+        "log_type": getattr(args, "log_type", None),
+        "mapping": _parse_map(getattr(args, "map", None)),
+        "time_unit": getattr(args, "time_unit", None),
+        "block_size": getattr(args, "hash_block_size", None),
+    }
     opts.update({k: v for k, v in flags.items() if v is not None})
     if "window" in opts:
         opts["window"] = tuple(opts["window"])

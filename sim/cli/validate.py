@@ -17,9 +17,13 @@ def add_parser(sub: Any) -> None:
     add_run_arguments(p, "runs/validate")
     add_backend_arguments(p, with_switch=False)
     p.set_defaults(func=cmd_validate)
-    p.add_argument("--grid", choices=("quick", "full"), default="quick",
-                   help="calibration grid of step shapes (quick: seconds on a CPU; full: the backend's "
-                        "default CalibrationGrid)")
+    p.add_argument(
+        "--grid",
+        choices=("quick", "full"),
+        default="quick",
+        help="calibration grid of step shapes (quick: seconds on a CPU; full: the backend's "
+        "default CalibrationGrid)",
+    )
 
 
 def grid_for(name: str) -> Any:
@@ -28,8 +32,13 @@ def grid_for(name: str) -> Any:
 
     if name == "full":
         return CalibrationGrid()
-    return CalibrationGrid(prefill_tokens=(0, 16, 64), prefill_context=(0, 64), num_decodes=(0, 1, 4),
-                           decode_context=(16, 128), repeats=2)
+    return CalibrationGrid(
+        prefill_tokens=(0, 16, 64),
+        prefill_context=(0, 64),
+        num_decodes=(0, 1, 4),
+        decode_context=(16, 128),
+        repeats=2,
+    )
 
 
 def cmd_validate(args: argparse.Namespace) -> int:

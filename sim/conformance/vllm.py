@@ -16,13 +16,27 @@ from schedsim.policies import Request, StepPlan, StepResult, make_policy
 EOS_ID = 2
 VOCAB_SIZE = 50272
 MAX_POSITION_EMBEDDINGS = 2048  # the oracle's fake model: vLLM rejects a longer max_model_len
-CONFIG_KEYS = ("block_size", "num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens",
-               "max_model_len", "enable_prefix_caching", "enable_chunked_prefill",
-               "long_prefill_token_threshold", "scheduling_policy")
+CONFIG_KEYS = (
+    "block_size",
+    "num_gpu_blocks",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "max_model_len",
+    "enable_prefix_caching",
+    "enable_chunked_prefill",
+    "long_prefill_token_threshold",
+    "scheduling_policy",
+)
 CONFIG_DEFAULTS: dict[str, Any] = {
-    "block_size": 16, "num_gpu_blocks": 40, "max_num_seqs": 8, "max_num_batched_tokens": 128,
-    "max_model_len": 512, "enable_prefix_caching": True, "enable_chunked_prefill": True,
-    "long_prefill_token_threshold": 0, "scheduling_policy": "fcfs",
+    "block_size": 16,
+    "num_gpu_blocks": 40,
+    "max_num_seqs": 8,
+    "max_num_batched_tokens": 128,
+    "max_model_len": 512,
+    "enable_prefix_caching": True,
+    "enable_chunked_prefill": True,
+    "long_prefill_token_threshold": 0,
+    "scheduling_policy": "fcfs",
 }
 
 
@@ -38,15 +52,15 @@ def _check_request(r: dict, idx: int, max_model_len: int, ids: set[str]) -> None
         raise ScenarioError(f"{where}.id missing or duplicated: {rid!r}")
     ids.add(rid)
     p = r.get("prompt_token_ids")
-    if not isinstance(p, list) or not p or not all(
-            isinstance(t, int) and 0 <= t < VOCAB_SIZE for t in p):
+    if not isinstance(p, list) or not p or not all(isinstance(t, int) and 0 <= t < VOCAB_SIZE for t in p):
         raise ScenarioError(f"{where} ({rid}).prompt_token_ids must be non-empty ints in [0, {VOCAB_SIZE})")
     mt = r.get("max_tokens")
     if not isinstance(mt, int) or mt < 1:
         raise ScenarioError(f"{where} ({rid}).max_tokens must be an int >= 1")
     if len(p) + mt > max_model_len:
-        raise ScenarioError(f"{where} ({rid}): prompt ({len(p)}) + max_tokens ({mt}) > "
-                            f"max_model_len ({max_model_len})")
+        raise ScenarioError(
+            f"{where} ({rid}): prompt ({len(p)}) + max_tokens ({mt}) > max_model_len ({max_model_len})"
+        )
     st = r.get("arrival_step", 0)
     if not isinstance(st, int) or st < 0:
         raise ScenarioError(f"{where} ({rid}).arrival_step must be an int >= 0")
@@ -68,8 +82,10 @@ def validate(sc: dict) -> dict[str, Any]:
     if cfg["scheduling_policy"] not in ("fcfs", "priority"):
         raise ScenarioError("config.scheduling_policy must be 'fcfs' or 'priority'")
     if isinstance(cfg["max_model_len"], int) and cfg["max_model_len"] > MAX_POSITION_EMBEDDINGS:
-        raise ScenarioError(f"config.max_model_len {cfg['max_model_len']} > the model's "
-                            f"max_position_embeddings {MAX_POSITION_EMBEDDINGS}")
+        raise ScenarioError(
+            f"config.max_model_len {cfg['max_model_len']} > the model's "
+            f"max_position_embeddings {MAX_POSITION_EMBEDDINGS}"
+        )
     num_steps = sc.get("num_steps")
     if not isinstance(num_steps, int) or num_steps < 0:
         raise ScenarioError("num_steps must be a non-negative int")
@@ -105,9 +121,15 @@ def run_scenario(scenario: dict) -> list[dict]:
     arrivals: dict[int, list[Request]] = {}
     eos_after: dict[str, int | None] = {}
     for idx, r in enumerate(scenario.get("requests", [])):
-        req = Request(r["id"], float(idx), len(r["prompt_token_ids"]), r["max_tokens"],
-                      prompt_token_ids=list(r["prompt_token_ids"]), eos_token_id=EOS_ID,
-                      priority=int(r.get("priority", 0)))
+        req = Request(
+            r["id"],
+            float(idx),
+            len(r["prompt_token_ids"]),
+            r["max_tokens"],
+            prompt_token_ids=list(r["prompt_token_ids"]),
+            eos_token_id=EOS_ID,
+            priority=int(r.get("priority", 0)),
+        )
         arrivals.setdefault(r.get("arrival_step", 0), []).append(req)
         eos_after[r["id"]] = r.get("eos_after")
     aborts: dict[int, list[str]] = {}
@@ -129,10 +151,14 @@ def run_scenario(scenario: dict) -> list[dict]:
             for out in policy.update_from_output(old_plan, old_result):
                 if out.finish_reason is not None:
                     finished.append(out.request_id)
-        log.append({"step": step,
-                    "scheduled": {k: plan.num_scheduled_tokens[k] for k in sorted(plan.num_scheduled_tokens)},
-                    "preempted": sorted(plan.preempted_req_ids),
-                    "finished": sorted(finished)})
+        log.append(
+            {
+                "step": step,
+                "scheduled": {k: plan.num_scheduled_tokens[k] for k in sorted(plan.num_scheduled_tokens)},
+                "preempted": sorted(plan.preempted_req_ids),
+                "finished": sorted(finished),
+            }
+        )
     return log
 
 

@@ -17,9 +17,18 @@ from collections.abc import Generator, Iterable
 from typing import Any, Protocol
 
 from mypy_extensions import mypyc_attr
-
+from schedsim.engine.waits import (
+    JUMP,
+    POLL,
+    POLL_ABORTS,
+    WAIT_ARRIVAL,
+    CpuPhase,
+    Inputs,
+    Launch,
+    Sample,
+    WaitStep,
+)
 from schedsim.policies import Policy, Request, RequestOutput, RequestStatus, StepPlan, StepResult
-from schedsim.engine.waits import JUMP, POLL, POLL_ABORTS, WAIT_ARRIVAL, CpuPhase, Inputs, Launch, Sample, WaitStep
 
 Waits = Generator[Any, Any, None]
 
@@ -31,8 +40,9 @@ class EngineObserver(Protocol):
 
     def on_schedule(self, step: int, plan: StepPlan) -> None: ...
 
-    def on_update(self, step: int, plan: StepPlan, result: StepResult,
-                  outputs: list[RequestOutput]) -> None: ...
+    def on_update(
+        self, step: int, plan: StepPlan, result: StepResult, outputs: list[RequestOutput]
+    ) -> None: ...
 
     def on_abort(self, requests: list[Request]) -> None: ...
 
@@ -46,8 +56,7 @@ class NullObserver:
     def on_schedule(self, step: int, plan: StepPlan) -> None:
         pass
 
-    def on_update(self, step: int, plan: StepPlan, result: StepResult,
-                  outputs: list[RequestOutput]) -> None:
+    def on_update(self, step: int, plan: StepPlan, result: StepResult, outputs: list[RequestOutput]) -> None:
         pass
 
     def on_abort(self, requests: list[Request]) -> None:
@@ -62,9 +71,14 @@ class PolicyStuckError(RuntimeError):
 class Engine:
     """EngineCore's busy loop around one policy; `depth` batches may be in flight."""
 
-    def __init__(self, policy: Policy, observer: EngineObserver | None = None,
-                 batch_queue_depth: int | None = None, check_invariants: bool = False,
-                 fast_forward: bool = False) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        observer: EngineObserver | None = None,
+        batch_queue_depth: int | None = None,
+        check_invariants: bool = False,
+        fast_forward: bool = False,
+    ) -> None:
         self.policy = policy
         self.observer = observer or NullObserver()
         depth = batch_queue_depth if batch_queue_depth is not None else policy.max_concurrent_batches
@@ -209,8 +223,12 @@ class Engine:
         """The policy's own invariants plus counters no policy may drive negative."""
         self.policy.check_invariants()
         for req in self.requests.values():
-            for name in ("num_output_placeholders", "num_computed_tokens", "num_in_flight_tokens",
-                         "num_stale_output_tokens"):
+            for name in (
+                "num_output_placeholders",
+                "num_computed_tokens",
+                "num_in_flight_tokens",
+                "num_stale_output_tokens",
+            ):
                 if getattr(req, name) < 0:
                     raise AssertionError(f"request {req.request_id}: {name} = {getattr(req, name)} < 0")
 
@@ -218,6 +236,8 @@ class Engine:
         """Name the requests a policy can never schedule."""
         running, waiting = self.policy.get_request_counts()
         ids = sorted(self.requests)[:10]
-        return (f"policy {type(self.policy).__name__} has {running} running and {waiting} waiting "
-                f"requests but schedules nothing and no input is left (e.g. {ids}); a prompt "
-                "probably needs more KV blocks than the pool has")
+        return (
+            f"policy {type(self.policy).__name__} has {running} running and {waiting} waiting "
+            f"requests but schedules nothing and no input is left (e.g. {ids}); a prompt "
+            "probably needs more KV blocks than the pool has"
+        )

@@ -56,8 +56,9 @@ class Launch:
     step: int
     defer_sampling: bool
 
-    def __init__(self, plan: StepPlan, requests: Mapping[str, Request], step: int,
-                 defer_sampling: bool = False) -> None:
+    def __init__(
+        self, plan: StepPlan, requests: Mapping[str, Request], step: int, defer_sampling: bool = False
+    ) -> None:
         self.plan, self.requests, self.step, self.defer_sampling = plan, requests, step, defer_sampling
 
 

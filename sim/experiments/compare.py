@@ -9,23 +9,53 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from tqdm import tqdm
-
 from schedsim.outputs.files import write_run
 from schedsim.run.simulate import simulate
 from schedsim.run.toml_config import ConfigError, coerce, load_toml
 from schedsim.traces import load_workload
+from tqdm import tqdm
 
 # The side-by-side table's rows: vLLM's benchmark names first, then this project's own metrics.
 COMPARE_METRICS: tuple[str, ...] = (
-    "num_requests", "num_finished", "duration_s", "request_throughput", "output_throughput",
-    "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "p99_tpot_ms",
-    "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_e2el_ms", "median_e2el_ms", "p99_e2el_ms",
-    "mean_queueing_ms", "mean_hol_blocking_ms", "p99_hol_blocking_ms", "hol_blocked_fraction",
-    "num_preemptions", "preemption_rate", "num_pauses", "pause_rate", "pauses_per_1k_steps",
-    "recomputed_tokens", "recomputed_share", "prefix_cache_hit_rate", "num_prefix_skips",
-    "truncated_tokens", "mean_kv_usage", "max_kv_usage", "gpu_idle_fraction", "cpu_hidden_fraction",
-    "request_goodput", "goodput_fraction", "num_steps", "sim_wall_s",
+    "num_requests",
+    "num_finished",
+    "duration_s",
+    "request_throughput",
+    "output_throughput",
+    "mean_ttft_ms",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "median_tpot_ms",
+    "p99_tpot_ms",
+    "mean_itl_ms",
+    "median_itl_ms",
+    "p99_itl_ms",
+    "mean_e2el_ms",
+    "median_e2el_ms",
+    "p99_e2el_ms",
+    "mean_queueing_ms",
+    "mean_hol_blocking_ms",
+    "p99_hol_blocking_ms",
+    "hol_blocked_fraction",
+    "num_preemptions",
+    "preemption_rate",
+    "num_pauses",
+    "pause_rate",
+    "pauses_per_1k_steps",
+    "recomputed_tokens",
+    "recomputed_share",
+    "prefix_cache_hit_rate",
+    "num_prefix_skips",
+    "truncated_tokens",
+    "mean_kv_usage",
+    "max_kv_usage",
+    "gpu_idle_fraction",
+    "cpu_hidden_fraction",
+    "request_goodput",
+    "goodput_fraction",
+    "num_steps",
+    "sim_wall_s",
 )
 
 
@@ -69,8 +99,9 @@ def make_variants(base: Any, policies: Sequence[str], files: Sequence[Path]) -> 
     return variants
 
 
-def run_variants(variants: Sequence[tuple[str, Any]], progress: bool = True,
-                 workload: pd.DataFrame | None = None) -> dict[str, Any]:
+def run_variants(
+    variants: Sequence[tuple[str, Any]], progress: bool = True, workload: pd.DataFrame | None = None
+) -> dict[str, Any]:
     """Simulate each (label, RunConfig) on one loaded copy of its trace (or on `workload` for all)."""
     traces: dict[str, pd.DataFrame] = {}
     results = {}
@@ -84,12 +115,17 @@ def run_variants(variants: Sequence[tuple[str, Any]], progress: bool = True,
 
 def compare_table(results: Mapping[str, Any]) -> pd.DataFrame:
     """One tidy row per variant: label, policy and every metric of the side-by-side table."""
-    return pd.DataFrame([{"label": label, "policy": r.config.get("policy"),
-                          **derived_metrics(r.summary, r.requests)} for label, r in results.items()])
+    return pd.DataFrame(
+        [
+            {"label": label, "policy": r.config.get("policy"), **derived_metrics(r.summary, r.requests)}
+            for label, r in results.items()
+        ]
+    )
 
 
-def compare_configs(variants: Sequence[tuple[str, Any]], out: Path | None = None,
-                    progress: bool = True, plots: bool = True) -> pd.DataFrame:
+def compare_configs(
+    variants: Sequence[tuple[str, Any]], out: Path | None = None, progress: bool = True, plots: bool = True
+) -> pd.DataFrame:
     """Simulate each variant; write per-variant tables, compare.parquet and the overlaid plots."""
     from schedsim.outputs.compare_plots import plot_compare  # matplotlib, only when plotting
 
@@ -113,6 +149,13 @@ def side_by_side(table: pd.DataFrame) -> pd.DataFrame:
 def format_side_by_side(table: pd.DataFrame) -> str:
     """The side-by-side table as text with sensible precision."""
     wide = side_by_side(table)
-    fmt = wide.map(lambda v: "-" if v is None or (isinstance(v, float) and math.isnan(v))
-                   else f"{v:,.4g}" if isinstance(v, float) else str(v))
+    fmt = wide.map(
+        lambda v: (
+            "-"
+            if v is None or (isinstance(v, float) and math.isnan(v))
+            else f"{v:,.4g}"
+            if isinstance(v, float)
+            else str(v)
+        )
+    )
     return fmt.to_string()

@@ -13,14 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-from tqdm import tqdm
-
 from schedsim.experiments.compare import derived_metrics
 from schedsim.experiments.sweep_ray import execute_ray
 from schedsim.run.simulate import simulate
 from schedsim.run.toml_config import ConfigError, coerce, merge, to_jsonable
 from schedsim.traces import load_workload
-
+from tqdm import tqdm
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,8 +48,12 @@ def _nest(flat: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-def expand_grid(base: Any, grid: Mapping[str, Sequence[Any]], runs: Sequence[Mapping[str, Any]] = (),
-                source: str = "sweep") -> list[SweepRun]:
+def expand_grid(
+    base: Any,
+    grid: Mapping[str, Sequence[Any]],
+    runs: Sequence[Mapping[str, Any]] = (),
+    source: str = "sweep",
+) -> list[SweepRun]:
     """Every explicit run (or just the base) times the Cartesian product of the grid, de-duplicated."""
     for key, values in grid.items():
         if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or not values:
@@ -59,7 +61,7 @@ def expand_grid(base: Any, grid: Mapping[str, Sequence[Any]], runs: Sequence[Map
     keys = list(grid)
     out: dict[str, SweepRun] = {}
     base_data = to_jsonable(base)
-    for extra in (runs or [{}]):
+    for extra in runs or [{}]:
         for combo in itertools.product(*(grid[k] for k in keys)):
             params = {**dict(extra), **dict(zip(keys, combo, strict=True))}
             data = coerce(type(base), merge(base_data, _nest(params)), source)
@@ -89,14 +91,24 @@ def _record(out: Path, run: SweepRun, metrics: Mapping[str, Any]) -> None:
     runs_dir = out / "runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
     tmp = runs_dir / f".{run.run_id}.tmp"
-    tmp.write_text(json.dumps({"run_id": run.run_id, "params": to_jsonable(run.params),
-                               "config": to_jsonable(run.config), "metrics": metrics},
-                              sort_keys=True, default=str))
+    tmp.write_text(
+        json.dumps(
+            {
+                "run_id": run.run_id,
+                "params": to_jsonable(run.params),
+                "config": to_jsonable(run.config),
+                "metrics": metrics,
+            },
+            sort_keys=True,
+            default=str,
+        )
+    )
     tmp.replace(runs_dir / f"{run.run_id}.json")
 
 
-def _execute(pending: Sequence[SweepRun], engine: str, workers: int
-             ) -> Iterator[tuple[SweepRun, dict[str, Any]]]:
+def _execute(
+    pending: Sequence[SweepRun], engine: str, workers: int
+) -> Iterator[tuple[SweepRun, dict[str, Any]]]:
     """Yield (run, metrics) as runs finish, on the chosen engine."""
     if engine == "ray":
         yield from execute_ray(simulate_one, pending, workers)
@@ -110,13 +122,15 @@ def _execute(pending: Sequence[SweepRun], engine: str, workers: int
                 yield futures[fut], fut.result()
 
 
-def run_sweep(runs: Sequence[SweepRun], out: Path, engine: str = "process",
-              workers: int = 2, progress: bool = True) -> pd.DataFrame:
+def run_sweep(
+    runs: Sequence[SweepRun], out: Path, engine: str = "process", workers: int = 2, progress: bool = True
+) -> pd.DataFrame:
     """Run what is not already recorded under `out/runs/`, then assemble out/results.parquet."""
     done = {p.stem for p in (out / "runs").glob("*.json")}
     pending = [r for r in runs if r.run_id not in done]
-    bar = tqdm(total=len(runs), initial=len(runs) - len(pending), desc="sweep", unit="run",
-               disable=not progress)
+    bar = tqdm(
+        total=len(runs), initial=len(runs) - len(pending), desc="sweep", unit="run", disable=not progress
+    )
     for run, metrics in _execute(pending, engine, workers):
         _record(out, run, metrics)
         bar.update(1)
@@ -133,8 +147,8 @@ def collect(out: Path, ids: set[str] | None = None) -> pd.DataFrame:
         rec = json.loads(path.read_text())
         if ids is not None and rec["run_id"] not in ids:
             continue
-        params = {k: (json.dumps(v) if isinstance(v, (list, dict)) else v)
-                  for k, v in rec["params"].items()}
-        rows.append({"run_id": rec["run_id"], "policy": rec["config"].get("policy"), **params,
-                     **rec["metrics"]})
+        params = {k: (json.dumps(v) if isinstance(v, (list, dict)) else v) for k, v in rec["params"].items()}
+        rows.append(
+            {"run_id": rec["run_id"], "policy": rec["config"].get("policy"), **params, **rec["metrics"]}
+        )
     return pd.DataFrame(rows)

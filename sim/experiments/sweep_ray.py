@@ -6,8 +6,9 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 
-def execute_ray(simulate_one: Callable[[Any], dict[str, Any]], pending: Sequence[Any],
-                workers: int) -> Iterator[tuple[Any, dict[str, Any]]]:
+def execute_ray(
+    simulate_one: Callable[[Any], dict[str, Any]], pending: Sequence[Any], workers: int
+) -> Iterator[tuple[Any, dict[str, Any]]]:
     """Yield (run, simulate_one(run.config)) as Ray tasks finish; joins a running cluster or starts
     a local one."""
     try:

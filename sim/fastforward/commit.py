@@ -7,8 +7,15 @@ from schedsim.metrics.recorder import MetricsRecorder
 from schedsim.policies import Request
 
 
-def commit_metrics(m: MetricsRecorder, reqs: list[Request], idx0: int, k: int, t: StretchTimes,
-                   usage: list[float], is_async: bool) -> None:
+def commit_metrics(
+    m: MetricsRecorder,
+    reqs: list[Request],
+    idx0: int,
+    k: int,
+    t: StretchTimes,
+    usage: list[float],
+    is_async: bool,
+) -> None:
     """Steps rows, timeline intervals and per-request token times of k steady iterations: the
     jump is recorded (its steps rows placed by metrics_rows, both expanded with the tables by
     metrics_jumps); the token times are the live requests' own."""
@@ -16,9 +23,11 @@ def commit_metrics(m: MetricsRecorder, reqs: list[Request], idx0: int, k: int, t
     assert len(m.steps["schedule_time"]) + m.rows.jumped == idx0, "steps reported in launch order"
     m.rows.add_jump(idx0, k)
     n_last = t.last_n if t.last_n >= 0 else n  # the last schedule may leave some out
-    m.jumps.add([len(m.cpu_timeline[1]), len(m.gpu_timeline[0]), idx0, k, 1 if is_async else 0,
-                 n, n_last], [t.s, t.p, t.d0, t.u0, t.d, t.u, t.s_last, t.p_last, t.poll0],
-                [t.start, t.gpu, t.wait, usage])
+    m.jumps.add(
+        [len(m.cpu_timeline[1]), len(m.gpu_timeline[0]), idx0, k, 1 if is_async else 0, n, n_last],
+        [t.s, t.p, t.d0, t.u0, t.d, t.u, t.s_last, t.p_last, t.poll0],
+        [t.start, t.gpu, t.wait, usage],
+    )
     _token_times(m, reqs, k, t.update)
     m.hol.since = t.sched(k - 1)  # nobody waits: the tracker only remembers the last schedule
 
@@ -59,5 +68,3 @@ def _token_times(m: MetricsRecorder, reqs: list[Request], k: int, update: list[f
             ids.extend(rows)
             pos.extend([c + i for c in seen])
             tms.extend([update[i]] * n)
-
-

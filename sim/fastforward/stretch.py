@@ -126,8 +126,15 @@ class FastForward:
                     k = horizon
         return k
 
-    def _apply(self, world: SimWorld, reqs: list[Request], prev: InFlight | None, k: int,
-               times: StretchTimes, skipped: list[Request]) -> None:
+    def _apply(
+        self,
+        world: SimWorld,
+        reqs: list[Request],
+        prev: InFlight | None,
+        k: int,
+        times: StretchTimes,
+        skipped: list[Request],
+    ) -> None:
         """Move policy, executor, engine, world and metrics k iterations ahead."""
         engine: Engine = world.engine
         hooks = self.hooks
@@ -180,8 +187,7 @@ class FastForward:
         if engine.check_invariants:
             engine.check()
 
-    def _finish_at_end(self, world: SimWorld, reqs: list[Request], step: int,
-                       times: StretchTimes) -> None:
+    def _finish_at_end(self, world: SimWorld, reqs: list[Request], step: int, times: StretchTimes) -> None:
         """Requests the last update stops (EOS, output cap) finish there: policy, engine, metrics."""
         outputs: list[RequestOutput] = self.hooks.finish(reqs)
         if not outputs:
@@ -192,8 +198,9 @@ class FastForward:
         if world.metrics is not None:
             world.metrics.on_jump_finishes(step, outputs, times.update[-1])
 
-    def _in_flight_step(self, kept: list[Request], toks: list[int], idx: int,
-                        times: StretchTimes) -> InFlight:
+    def _in_flight_step(
+        self, kept: list[Request], toks: list[int], idx: int, times: StretchTimes
+    ) -> InFlight:
         """The batch queue's entry for the stretch's last launch (async), as a real launch builds
         it: the requests it scheduled and the token each samples."""
         plan: StepPlan = self.hooks.in_flight_plan(kept)

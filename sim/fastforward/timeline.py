@@ -24,8 +24,7 @@ class StretchTimes:
     end (`poll0` for the first), schedule and prepare_inputs end `s` and `p` later, the forward
     ends at start + duration."""
 
-    def __init__(self, poll0: float, s: float, p: float, d0: float, u0: float, d: float,
-                 u: float) -> None:
+    def __init__(self, poll0: float, s: float, p: float, d0: float, u0: float, d: float, u: float) -> None:
         self.poll0 = poll0  # the clock at the first iteration's top (its poll)
         self.start: list[float] = []  # the forward's start on the GPU
         self.gpu: list[float] = []  # its duration
@@ -84,8 +83,18 @@ class _Bounds:
         self.sync = sync
 
 
-def _iteration(b: _Bounds, t: StretchTimes, c: float, gpu_free: float, prev_end: float, s: float,
-               p: float, d: float, u: float, g: float) -> bool:
+def _iteration(
+    b: _Bounds,
+    t: StretchTimes,
+    c: float,
+    gpu_free: float,
+    prev_end: float,
+    s: float,
+    p: float,
+    d: float,
+    u: float,
+    g: float,
+) -> bool:
     """Append one iteration's times from the clock before it; False (nothing appended) where it
     may not be jumped."""
     if b.input <= c:
@@ -122,14 +131,17 @@ class DecodeCosts:
         costs = self.cache.get(n)
         if costs is None:
             phase = self.cpu_model.phase_time
-            costs = (float(phase("schedule", n, n)), float(phase("prepare_inputs", n, n)),
-                     float(phase("d2h_copy", n, n)), float(phase("update_from_output", n, n)))
+            costs = (
+                float(phase("schedule", n, n)),
+                float(phase("prepare_inputs", n, n)),
+                float(phase("d2h_copy", n, n)),
+                float(phase("update_from_output", n, n)),
+            )
             self.cache[n] = costs
         return costs
 
 
-def timeline(world: SimWorld, costs: DecodeCosts, reqs: list[Request], prev: Any,
-             limit: int) -> StretchTimes:
+def timeline(world: SimWorld, costs: DecodeCosts, reqs: list[Request], prev: Any, limit: int) -> StretchTimes:
     """The times of up to `limit` iterations, stopping before one that would see an input."""
     n = len(reqs)
     s, p, d, u = costs.of(n)
@@ -146,16 +158,16 @@ def timeline(world: SimWorld, costs: DecodeCosts, reqs: list[Request], prev: Any
     prev_end: float = prev[0].end if prev is not None else math.nan
     step_time = DecodeTimes(world.executor.latency_model, [r.num_computed_tokens for r in reqs])
     for i in range(limit):
-        if not _iteration(bounds, t, c, gpu_free, prev_end, s, p, d0 if i == 0 else d,
-                          u0 if i == 0 else u, step_time.at(i)):
+        if not _iteration(
+            bounds, t, c, gpu_free, prev_end, s, p, d0 if i == 0 else d, u0 if i == 0 else u, step_time.at(i)
+        ):
             break
         gpu_free = prev_end = t.end(i)
         c = t.update[i]
     return t
 
 
-def retime_last(world: SimWorld, costs: DecodeCosts, prev: Any, t: StretchTimes,
-                kept: list[Request]) -> bool:
+def retime_last(world: SimWorld, costs: DecodeCosts, prev: Any, t: StretchTimes, kept: list[Request]) -> bool:
     """Redo the last iteration with only `kept` scheduled; False (and it is dropped) where nobody
     is kept or the shorter schedule changes what ends the stretch."""
     i = len(t) - 1
@@ -172,8 +184,18 @@ def retime_last(world: SimWorld, costs: DecodeCosts, prev: Any, t: StretchTimes,
     if not kept:
         return False
     g = DecodeTimes(world.executor.latency_model, [r.num_computed_tokens for r in kept]).at(i)
-    if not _iteration(_Bounds(world, prev is None), t, c, gpu_free, prev_end, s, p,
-                      t.d0 if i == 0 else t.d, t.u0 if i == 0 else t.u, g):
+    if not _iteration(
+        _Bounds(world, prev is None),
+        t,
+        c,
+        gpu_free,
+        prev_end,
+        s,
+        p,
+        t.d0 if i == 0 else t.d,
+        t.u0 if i == 0 else t.u,
+        g,
+    ):
         return False
     t.last_n, t.s_last, t.p_last = n, s, p
     return True

@@ -10,15 +10,25 @@ from .interp import Curve
 from .profiles import Profiles
 from .specs import get_gpu_spec
 
-LAYER_OPS = ("input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj",
-             "post_attention_layernorm", "mlp_up_proj", "mlp_act", "mlp_down_proj", "add")
+LAYER_OPS = (
+    "input_layernorm",
+    "attn_pre_proj",
+    "attn_rope",
+    "attn_post_proj",
+    "post_attention_layernorm",
+    "mlp_up_proj",
+    "mlp_act",
+    "mlp_down_proj",
+    "add",
+)
 
 
 def _summary(df: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     """Median / p90 relative error and count per group."""
     g = df.groupby(by)["rel_err"]
-    return pd.DataFrame({"median_rel_err": g.median(), "p90_rel_err": g.quantile(0.9),
-                         "n": g.size()}).reset_index()
+    return pd.DataFrame(
+        {"median_rel_err": g.median(), "p90_rel_err": g.quantile(0.9), "n": g.size()}
+    ).reset_index()
 
 
 def _layer_rows(points: pd.DataFrame) -> pd.DataFrame:
@@ -48,8 +58,7 @@ def interpolation_holdout(profiles: Profiles, stride: int = 2) -> pd.DataFrame:
         curve = Curve(xs[~test], ys[~test], warn=False)
         for x, y in zip(xs[test], ys[test], strict=True):
             rows.append((gpu, model, tp, op, x, y, curve(x)))
-    points = pd.DataFrame(rows, columns=["gpu", "model", "tp", "op", "num_tokens", "time_s",
-                                         "pred_s"])
+    points = pd.DataFrame(rows, columns=["gpu", "model", "tp", "op", "num_tokens", "time_s", "pred_s"])
     points["rel_err"] = (points.pred_s - points.time_s).abs() / points.time_s
     return pd.concat([points, _layer_rows(points)], ignore_index=True)
 
@@ -60,9 +69,11 @@ def roofline_leave_one_model_out(profiles: Profiles, gpu: str) -> pd.DataFrame:
     rows = rows[rows.time_s > 0]
     out = []
     for model in sorted(rows.model.unique()):
-        train = Profiles(profiles.compute[(profiles.compute.gpu == gpu)
-                                          & (profiles.compute.model != model)],
-                         pd.DataFrame(), pd.DataFrame())
+        train = Profiles(
+            profiles.compute[(profiles.compute.gpu == gpu) & (profiles.compute.model != model)],
+            pd.DataFrame(),
+            pd.DataFrame(),
+        )
         if train.compute.empty:
             continue
         params, _ = fit_operators(train, gpu)

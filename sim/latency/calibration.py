@@ -29,8 +29,9 @@ def fit_roofline(profiles: Profiles, source: str = "") -> dict[str, Any]:
     if attn is not None:
         params, errors = attn
         for gpu, entry in gpus.items():
-            entry["config"].update({k: params[k] for k in ("attn_compute_eff", "attn_memory_eff",
-                                                           "attn_overhead_us")})
+            entry["config"].update(
+                {k: params[k] for k in ("attn_compute_eff", "attn_memory_eff", "attn_overhead_us")}
+            )
             entry["attention_from"] = f"{params['gpu']} ({params['model']})"
             if gpu == params["gpu"]:
                 entry["fit_error"].update(errors)
@@ -64,8 +65,7 @@ def shipped_fit() -> dict[str, Any]:
 
 def _config(raw: dict[str, Any], source: str) -> RooflineConfig:
     known = {f.name for f in fields(RooflineConfig)}
-    return RooflineConfig(**{k: v for k, v in raw.items() if k in known and k != "source"},
-                          source=source)
+    return RooflineConfig(**{k: v for k, v in raw.items() if k in known and k != "source"}, source=source)
 
 
 def fitted_roofline_config(gpu: GpuSpec, calibration: dict[str, Any] | None = None) -> RooflineConfig:
@@ -93,28 +93,44 @@ def calibrate_from_args(args: Any) -> tuple[Path, str]:
         write_profiles(profiles, folder)
         cal = fit_roofline(profiles, source=str(args.profile))
         cal["profiles"] = folder.name
-        lines = [f"{g}: " + ", ".join(f"{op} {e['median_rel_err']:.1%}/{e['p90_rel_err']:.1%}"
-                                      for op, e in entry["fit_error"].items())
-                 for g, entry in cal["gpus"].items()]
-        summary = (f"imported {len(profiles.keys())} (model, gpu, tp) profiles into {folder}\n"
-                   "roofline fit, median/p90 relative error per operator:\n" + "\n".join(lines))
+        lines = [
+            f"{g}: "
+            + ", ".join(
+                f"{op} {e['median_rel_err']:.1%}/{e['p90_rel_err']:.1%}"
+                for op, e in entry["fit_error"].items()
+            )
+            for g, entry in cal["gpus"].items()
+        ]
+        summary = (
+            f"imported {len(profiles.keys())} (model, gpu, tp) profiles into {folder}\n"
+            "roofline fit, median/p90 relative error per operator:\n" + "\n".join(lines)
+        )
     elif args.steps:
         from .fitted import fit_step_model, read_step_csv
 
-        cal = fit_step_model(read_step_csv(args.steps), source=str(args.steps), model=args.model,
-                             gpu=args.gpu, tp=args.tp)
-        summary = (f"fitted {cal['num_steps']} steps: {cal['coefficients']}\n"
-                   f"in-sample median/p90 error {cal['fit_error']['median_rel_err']:.1%}/"
-                   f"{cal['fit_error']['p90_rel_err']:.1%}; 5-fold held-out "
-                   f"{cal['cv_error']['median_rel_err']:.1%}/{cal['cv_error']['p90_rel_err']:.1%}")
+        cal = fit_step_model(
+            read_step_csv(args.steps), source=str(args.steps), model=args.model, gpu=args.gpu, tp=args.tp
+        )
+        summary = (
+            f"fitted {cal['num_steps']} steps: {cal['coefficients']}\n"
+            f"in-sample median/p90 error {cal['fit_error']['median_rel_err']:.1%}/"
+            f"{cal['fit_error']['p90_rel_err']:.1%}; 5-fold held-out "
+            f"{cal['cv_error']['median_rel_err']:.1%}/{cal['cv_error']['p90_rel_err']:.1%}"
+        )
     else:
         from dataclasses import asdict
 
         from .cpu_calibrate import calibrate_cpu_costs
 
         cfg = calibrate_cpu_costs(args.policy)
-        cal = {"kind": "cpu-cost", "scale": cfg.scale, "source": cfg.source,
-               "phases": {k: asdict(v) for k, v in cfg.phases.items()}}
-        summary = "\n".join(f"{k}: base {v['base'] * 1e6:.1f} us + {v['per_req'] * 1e6:.2f} us/req"
-                            for k, v in cal["phases"].items())
+        cal = {
+            "kind": "cpu-cost",
+            "scale": cfg.scale,
+            "source": cfg.source,
+            "phases": {k: asdict(v) for k, v in cfg.phases.items()},
+        }
+        summary = "\n".join(
+            f"{k}: base {v['base'] * 1e6:.1f} us + {v['per_req'] * 1e6:.2f} us/req"
+            for k, v in cal["phases"].items()
+        )
     return write_calibration(cal, out), summary

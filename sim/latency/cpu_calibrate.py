@@ -21,19 +21,26 @@ def _time_policy(policy_name: str, batch: int, steps: int) -> tuple[list[float],
     """(schedule, update) seconds per step of a policy decoding `batch` requests."""
     from schedsim.policies import Request, StepResult, make_policy
 
-    policy = make_policy(policy_name, block_size=16, num_gpu_blocks=batch * 64 + 512,
-                         max_num_seqs=batch, max_num_batched_tokens=max(2048, batch * 32),
-                         max_model_len=4096)
+    policy = make_policy(
+        policy_name,
+        block_size=16,
+        num_gpu_blocks=batch * 64 + 512,
+        max_num_seqs=batch,
+        max_num_batched_tokens=max(2048, batch * 32),
+        max_model_len=4096,
+    )
     for i in range(batch):
-        policy.add_request(Request(request_id=f"r{i}", arrival_time=0.0, prompt_len=32,
-                                   max_tokens=10_000, ignore_eos=True))
+        policy.add_request(
+            Request(request_id=f"r{i}", arrival_time=0.0, prompt_len=32, max_tokens=10_000, ignore_eos=True)
+        )
     sched, upd = [], []
     for _ in range(steps):
         t0 = time.perf_counter()
         plan = policy.schedule()
         t1 = time.perf_counter()
-        result = StepResult(step_id=plan.step_id, sampled_token_ids={
-            rid: [100] for rid in plan.num_scheduled_tokens})
+        result = StepResult(
+            step_id=plan.step_id, sampled_token_ids={rid: [100] for rid in plan.num_scheduled_tokens}
+        )
         t2 = time.perf_counter()
         policy.update_from_output(plan, result)
         t3 = time.perf_counter()
@@ -50,8 +57,12 @@ def _line(batches: list[int], times: list[float]) -> PhaseCost:
     return PhaseCost(base=max(0.0, float(base)), per_req=max(0.0, float(per_req)))
 
 
-def calibrate_cpu_costs(policy: str = "vllm", batches: tuple[int, ...] = (1, 8, 32, 64, 128, 256),
-                        steps: int = 40, base: CpuCostConfig | None = None) -> CpuCostConfig:
+def calibrate_cpu_costs(
+    policy: str = "vllm",
+    batches: tuple[int, ...] = (1, 8, 32, 64, 128, 256),
+    steps: int = 40,
+    base: CpuCostConfig | None = None,
+) -> CpuCostConfig:
     """CPU costs of `policy` measured on this machine (schedule, update_from_output)."""
     if not batches or min(batches) < 1 or steps < 4:
         raise ValueError("calibrate_cpu_costs: batches must be >= 1 and steps >= 4")
@@ -64,6 +75,8 @@ def calibrate_cpu_costs(policy: str = "vllm", batches: tuple[int, ...] = (1, 8, 
     phases = dict(base.phases)
     phases["schedule"] = _line(list(batches), sched)
     phases["update_from_output"] = _line(list(batches), upd)
-    return replace(base, phases=phases,
-                   source=f"calibrate_cpu_costs(policy={policy!r}) on this machine; "
-                          f"prepare_inputs/d2h_copy: defaults")
+    return replace(
+        base,
+        phases=phases,
+        source=f"calibrate_cpu_costs(policy={policy!r}) on this machine; prepare_inputs/d2h_copy: defaults",
+    )

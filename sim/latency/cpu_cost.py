@@ -58,8 +58,10 @@ class CpuCostConfig:
         missing = [k for k in CPU_PHASES if k not in self.phases]
         unknown = [k for k in self.phases if k not in CPU_PHASES]
         if missing or unknown:
-            raise ValueError(f"CpuCostConfig: field 'phases' must have exactly {list(CPU_PHASES)}; "
-                             f"missing {missing}, unknown {unknown}")
+            raise ValueError(
+                f"CpuCostConfig: field 'phases' must have exactly {list(CPU_PHASES)}; "
+                f"missing {missing}, unknown {unknown}"
+            )
         for kind, cost in self.phases.items():
             if not isinstance(cost, PhaseCost):
                 raise ValueError(f"CpuCostConfig: phases[{kind!r}] must be a PhaseCost")
@@ -75,8 +77,7 @@ class CpuCostConfig:
             if kind not in CPU_PHASES:
                 raise ValueError(f"CpuCostConfig: unknown phase {kind!r}; known {list(CPU_PHASES)}")
             phases[kind] = PhaseCost(**cost)
-        return cls(phases=phases, scale=raw.get("scale", 1.0),
-                   source=raw.get("source", "user config"))
+        return cls(phases=phases, scale=raw.get("scale", 1.0), source=raw.get("source", "user config"))
 
 
 class CpuCostModel:
@@ -88,8 +89,7 @@ class CpuCostModel:
             config = CpuCostConfig(phases=config.phases, scale=scale, source=config.source)
         self.config = config
         s = config.scale
-        self._coef = {k: (c.base * s, c.per_req * s, c.per_token * s)
-                      for k, c in config.phases.items()}
+        self._coef = {k: (c.base * s, c.per_req * s, c.per_token * s) for k, c in config.phases.items()}
 
     @property
     def scale(self) -> float:
@@ -110,8 +110,11 @@ class CpuCostModel:
 
     def describe(self) -> dict:
         """Recorded in the run's config JSON."""
-        return {"scale": self.config.scale, "source": self.config.source,
-                "phases": {k: asdict(v) for k, v in self.config.phases.items()}}
+        return {
+            "scale": self.config.scale,
+            "source": self.config.source,
+            "phases": {k: asdict(v) for k, v in self.config.phases.items()},
+        }
 
 
 def load_cpu_cost(path: str) -> CpuCostModel:

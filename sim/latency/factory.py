@@ -26,8 +26,13 @@ def read_calibration(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def make_latency_model(model: str | ModelSpec, gpu: str | GpuSpec, tp: int = 1, kind: str = "auto",
-                       calibration: str | None = None) -> LatencyModel:
+def make_latency_model(
+    model: str | ModelSpec,
+    gpu: str | GpuSpec,
+    tp: int = 1,
+    kind: str = "auto",
+    calibration: str | None = None,
+) -> LatencyModel:
     """auto = the table model when a profile exists for (model, gpu, tp), else the fitted roofline."""
     if kind not in KINDS:
         raise ValueError(f"unknown latency model kind {kind!r}; known {list(KINDS)}")
@@ -36,23 +41,31 @@ def make_latency_model(model: str | ModelSpec, gpu: str | GpuSpec, tp: int = 1, 
     m, g = get_model_spec(model), get_gpu_spec(gpu)
     cal = read_calibration(calibration) if calibration else None
     if cal is not None and cal["kind"] not in ("roofline-fit", "fitted-step"):
-        raise ValueError(f"{calibration}: calibration kind {cal['kind']!r} is not a GPU latency "
-                         f"calibration (expected 'roofline-fit' or 'fitted-step')")
+        raise ValueError(
+            f"{calibration}: calibration kind {cal['kind']!r} is not a GPU latency "
+            f"calibration (expected 'roofline-fit' or 'fitted-step')"
+        )
     if kind == "fitted" or (cal is not None and cal["kind"] == "fitted-step" and kind == "auto"):
         from .fitted import FittedStepModel
+
         if cal is None or cal["kind"] != "fitted-step":
-            raise ValueError("kind='fitted' needs calibration=PATH of a fitted-step calibration "
-                             "(write one with `schedsim calibrate --steps CSV`)")
+            raise ValueError(
+                "kind='fitted' needs calibration=PATH of a fitted-step calibration "
+                "(write one with `schedsim calibrate --steps CSV`)"
+            )
         return FittedStepModel.from_calibration(cal)
     roofline = RooflineModel(m, g, tp, _roofline_config(g, cal))
     if kind == "roofline":
         return roofline
     from .table import TableModel, find_profile
+
     profile = find_profile(m, g, tp, cal)
     if profile is None:
         if kind == "table":
-            raise ValueError(f"no measured profile for model {m.name!r} on {g.name!r} at tp={tp}; "
-                             f"use kind='roofline' or import one with `schedsim calibrate --profile`")
+            raise ValueError(
+                f"no measured profile for model {m.name!r} on {g.name!r} at tp={tp}; "
+                f"use kind='roofline' or import one with `schedsim calibrate --profile`"
+            )
         return roofline
     return TableModel(profile, roofline)
 
@@ -60,4 +73,5 @@ def make_latency_model(model: str | ModelSpec, gpu: str | GpuSpec, tp: int = 1, 
 def _roofline_config(gpu: GpuSpec, cal: dict[str, Any] | None) -> RooflineConfig:
     """Fitted efficiencies: from the calibration file if it has this GPU, else the shipped fit."""
     from .calibration import fitted_roofline_config
+
     return fitted_roofline_config(gpu, cal)

@@ -21,11 +21,17 @@ from .specs import GpuSpec, get_gpu_spec, get_model_spec
 
 # GPUs without their own measurements borrow the fit of a GPU with the same generation of SMs.
 FIT_DONOR = {"h200": "h100-sxm"}
-_BOUNDS = {"gemm_compute_eff": (0.05, 1.0), "gemm_memory_eff": (0.05, 1.0),
-           "elementwise_memory_eff": (0.02, 1.0), "kernel_overhead_us": (0.0, 40.0),
-           "gemm_overhead_us": (0.0, 40.0), "gemm_blend_p": (1.0, 12.0),
-           "attn_compute_eff": (0.02, 1.0), "attn_memory_eff": (0.02, 1.0),
-           "attn_overhead_us": (0.0, 100.0)}
+_BOUNDS = {
+    "gemm_compute_eff": (0.05, 1.0),
+    "gemm_memory_eff": (0.05, 1.0),
+    "elementwise_memory_eff": (0.02, 1.0),
+    "kernel_overhead_us": (0.0, 40.0),
+    "gemm_overhead_us": (0.0, 40.0),
+    "gemm_blend_p": (1.0, 12.0),
+    "attn_compute_eff": (0.02, 1.0),
+    "attn_memory_eff": (0.02, 1.0),
+    "attn_overhead_us": (0.0, 100.0),
+}
 
 
 def _bounds(name: str) -> tuple[float, float]:
@@ -34,7 +40,7 @@ def _bounds(name: str) -> tuple[float, float]:
 
 def _golden(f: Callable[[float], float], lo: float, hi: float, iters: int = 32) -> float:
     """Minimise a unimodal-ish scalar function on [lo, hi]."""
-    g = (5 ** 0.5 - 1) / 2
+    g = (5**0.5 - 1) / 2
     a, b = lo, hi
     c, d = b - g * (b - a), a + g * (b - a)
     fc, fd = f(c), f(d)
@@ -50,8 +56,9 @@ def _golden(f: Callable[[float], float], lo: float, hi: float, iters: int = 32) 
     return (a + b) / 2
 
 
-def coordinate_fit(loss: Callable[[dict[str, float]], float], start: dict[str, float],
-                   names: list[str], sweeps: int = 5) -> dict[str, float]:
+def coordinate_fit(
+    loss: Callable[[dict[str, float]], float], start: dict[str, float], names: list[str], sweeps: int = 5
+) -> dict[str, float]:
     """Coordinate descent with golden-section line searches inside _BOUNDS (numpy only)."""
     params = dict(start)
     for _ in range(sweeps):
@@ -70,8 +77,7 @@ def operator_rows(profiles: Profiles, gpu: str) -> pd.DataFrame:
         rl = RooflineModel(get_model_spec(model), g, int(tp))
         work = {t: rl.op_work(int(t)) for t in sub.num_tokens.unique()}
         w = [work[t][op] for t, op in zip(sub.num_tokens, sub.op, strict=True)]
-        parts.append(sub.assign(flops=[x[0] for x in w], nbytes=[x[1] for x in w],
-                                gemm=[x[2] for x in w]))
+        parts.append(sub.assign(flops=[x[0] for x in w], nbytes=[x[1] for x in w], gemm=[x[2] for x in w]))
     return pd.concat(parts, ignore_index=True)
 
 
@@ -106,9 +112,14 @@ def _log_loss(pred: np.ndarray, meas: np.ndarray) -> float:
 def error_table(pred: np.ndarray, meas: np.ndarray, labels: pd.Series) -> dict[str, dict]:
     """Median / p90 relative error per label (operator)."""
     rel = pd.Series(np.abs(pred - meas) / meas, index=labels.index)
-    return {str(k): {"median_rel_err": round(float(v.median()), 4),
-                     "p90_rel_err": round(float(v.quantile(0.9)), 4), "n": int(v.size)}
-            for k, v in rel.groupby(labels)}
+    return {
+        str(k): {
+            "median_rel_err": round(float(v.median()), 4),
+            "p90_rel_err": round(float(v.quantile(0.9)), 4),
+            "n": int(v.size),
+        }
+        for k, v in rel.groupby(labels)
+    }
 
 
 def fit_operators(profiles: Profiles, gpu: str) -> tuple[dict[str, float], dict[str, dict]]:
@@ -119,8 +130,13 @@ def fit_operators(profiles: Profiles, gpu: str) -> tuple[dict[str, float], dict[
     meas = rows.time_s.to_numpy()
     data = OperatorData(rows, g)
     elem_ops = sorted(rows.op[~rows.gemm.astype(bool)].unique())
-    names = ["gemm_compute_eff", "gemm_memory_eff", "gemm_overhead_us", "gemm_blend_p",
-             "kernel_overhead_us"] + [f"op:{o}" for o in elem_ops]
+    names = [
+        "gemm_compute_eff",
+        "gemm_memory_eff",
+        "gemm_overhead_us",
+        "gemm_blend_p",
+        "kernel_overhead_us",
+    ] + [f"op:{o}" for o in elem_ops]
     prior = RooflineConfig.from_gpu(g)
     start = {k: v for k, v in asdict(prior).items() if k in _BOUNDS}
     start["gemm_blend_p"] = 2.0
@@ -130,9 +146,19 @@ def fit_operators(profiles: Profiles, gpu: str) -> tuple[dict[str, float], dict[
     op_eff = {k[3:]: params.pop(k) for k in list(params) if k.startswith("op:")}
     if op_eff:  # kernels never measured (KV-cache write) get the typical elementwise efficiency
         params["elementwise_memory_eff"] = float(np.median(list(op_eff.values())))
-    params = {k: v for k, v in params.items() if k in (
-        "gemm_compute_eff", "gemm_memory_eff", "gemm_overhead_us", "gemm_blend_p",
-        "kernel_overhead_us", "elementwise_memory_eff")}
+    params = {
+        k: v
+        for k, v in params.items()
+        if k
+        in (
+            "gemm_compute_eff",
+            "gemm_memory_eff",
+            "gemm_overhead_us",
+            "gemm_blend_p",
+            "kernel_overhead_us",
+            "elementwise_memory_eff",
+        )
+    }
     params["op_memory_eff"] = op_eff
     return params, errors
 
@@ -152,8 +178,10 @@ def fit_all_reduce(profiles: Profiles, gpu: str) -> tuple[dict[str, float], dict
     # relative least squares: t = x / eff + latency, weighted by 1 / t
     a = np.stack([x / y, 1 / y], axis=1)
     (inv_eff, lat), *_ = np.linalg.lstsq(a, np.ones_like(y), rcond=None)
-    params = {"comm_bw_eff": float(min(1.0, max(0.01, 1 / inv_eff))),
-              "comm_latency_us": float(max(0.0, lat) * 1e6)}
+    params = {
+        "comm_bw_eff": float(min(1.0, max(0.01, 1 / inv_eff))),
+        "comm_latency_us": float(max(0.0, lat) * 1e6),
+    }
     pred = x / params["comm_bw_eff"] + params["comm_latency_us"] * 1e-6
     return params, error_table(pred, y, sub.num_workers.map(lambda w: f"all_reduce_tp{w}"))
 
@@ -174,22 +202,33 @@ def fit_attention(profiles: Profiles, base: dict[str, dict]) -> tuple[dict, dict
     gpu = str(rows.gpu.iloc[0])
     rows = rows[rows.gpu == gpu]
     model = get_model_spec(str(rows.model.iloc[0]))
-    cfg = replace(RooflineConfig.from_gpu(get_gpu_spec(gpu)),
-                  **{k: v for k, v in base.get(gpu, {}).items() if k in _BOUNDS})
+    cfg = replace(
+        RooflineConfig.from_gpu(get_gpu_spec(gpu)),
+        **{k: v for k, v in base.get(gpu, {}).items() if k in _BOUNDS},
+    )
 
     rl = RooflineModel(model, get_gpu_spec(gpu), int(rows.tp.iloc[0]), cfg)
-    work = np.array([rl.prefill_attention_work([(int(c), int(k))]) if ph == "prefill" else
-                     rl.decode_attention_work([(int(k), 0)] * int(b), 0)
-                     for ph, b, c, k in zip(rows.phase, rows.batch_size, rows.chunk_tokens,
-                                            rows.kv_tokens, strict=True)])
+    work = np.array(
+        [
+            rl.prefill_attention_work([(int(c), int(k))])
+            if ph == "prefill"
+            else rl.decode_attention_work([(int(k), 0)] * int(b), 0)
+            for ph, b, c, k in zip(
+                rows.phase, rows.batch_size, rows.chunk_tokens, rows.kv_tokens, strict=True
+            )
+        ]
+    )
     peak, bw = rl._flops, rl._bw
 
     def predict(p: dict[str, float]) -> np.ndarray:
-        return np.maximum(work[:, 0] / (peak * p["attn_compute_eff"]),
-                          work[:, 1] / (bw * p["attn_memory_eff"])) + p["attn_overhead_us"] * 1e-6
+        return (
+            np.maximum(work[:, 0] / (peak * p["attn_compute_eff"]), work[:, 1] / (bw * p["attn_memory_eff"]))
+            + p["attn_overhead_us"] * 1e-6
+        )
 
     meas = rows.time_s.to_numpy()
     names = ["attn_compute_eff", "attn_memory_eff", "attn_overhead_us"]
-    params = coordinate_fit(lambda p: _log_loss(predict(p), meas),
-                            {n: getattr(cfg, n) for n in names}, names, sweeps=4)
+    params = coordinate_fit(
+        lambda p: _log_loss(predict(p), meas), {n: getattr(cfg, n) for n in names}, names, sweeps=4
+    )
     return {"gpu": gpu, "model": model.name, **params}, error_table(predict(params), meas, rows.op)

@@ -58,8 +58,10 @@ def read_step_csv(path: str | Path) -> pd.DataFrame:
         bad = values.isna() | (values < 0) | ((values <= 0) if col == "step_time_s" else False)
         if bad.any():
             i = int(np.flatnonzero(bad.to_numpy())[0])
-            raise ValueError(f"{path}:{i + 2}: field {col!r} must be a number "
-                             f"{'> 0' if col == 'step_time_s' else '>= 0'}, got {df[col].iloc[i]!r}")
+            raise ValueError(
+                f"{path}:{i + 2}: field {col!r} must be a number "
+                f"{'> 0' if col == 'step_time_s' else '>= 0'}, got {df[col].iloc[i]!r}"
+            )
         df[col] = values.astype(float)
     return df[["step_time_s", *FEATURES]]
 
@@ -114,12 +116,18 @@ def fit_step_model(df: pd.DataFrame, folds: int = 5, seed: int = 0, **meta: Any)
             held.append(_errors(_fit(df.iloc[train]), df.iloc[test]))
     cv = np.concatenate(held) if held else np.array([np.nan])
     fit = _errors(coef, df)
-    return {"kind": "fitted-step", **meta, "num_steps": int(len(df)),
-            "coefficients": dict(zip(("intercept_s", *FEATURES), map(float, coef), strict=True)),
-            "fit_error": {"median_rel_err": float(np.median(fit)),
-                          "p90_rel_err": float(np.quantile(fit, 0.9))},
-            "cv_error": {"folds": folds, "median_rel_err": float(np.nanmedian(cv)),
-                         "p90_rel_err": float(np.nanquantile(cv, 0.9))}}
+    return {
+        "kind": "fitted-step",
+        **meta,
+        "num_steps": int(len(df)),
+        "coefficients": dict(zip(("intercept_s", *FEATURES), map(float, coef), strict=True)),
+        "fit_error": {"median_rel_err": float(np.median(fit)), "p90_rel_err": float(np.quantile(fit, 0.9))},
+        "cv_error": {
+            "folds": folds,
+            "median_rel_err": float(np.nanmedian(cv)),
+            "p90_rel_err": float(np.nanquantile(cv, 0.9)),
+        },
+    }
 
 
 class FittedStepModel:
@@ -151,8 +159,11 @@ class FittedStepModel:
     def describe(self) -> dict:
         """Coefficients and where they came from."""
         keep = ("_path", "source", "model", "gpu", "tp", "num_steps", "fit_error", "cv_error")
-        return {"kind": self.name, "coefficients": self.coefficients,
-                **{k.lstrip("_"): v for k, v in self.meta.items() if k in keep}}
+        return {
+            "kind": self.name,
+            "coefficients": self.coefficients,
+            **{k.lstrip("_"): v for k, v in self.meta.items() if k in keep},
+        }
 
 
 def steps_frame(shapes: list[StepShape], times_s: list[float]) -> pd.DataFrame:

@@ -36,8 +36,14 @@ class Curve:
 
     __slots__ = ("name", "xs", "ys", "warn", "_warned")
 
-    def __init__(self, xs: Sequence[float], ys: Sequence[float], name: str = "curve",
-                 monotone: bool = True, warn: bool = True) -> None:
+    def __init__(
+        self,
+        xs: Sequence[float],
+        ys: Sequence[float],
+        name: str = "curve",
+        monotone: bool = True,
+        warn: bool = True,
+    ) -> None:
         if len(xs) != len(ys) or len(xs) == 0:
             raise ValueError(f"{name}: need equally many x and y values, at least one")
         pairs = sorted(zip(xs, ys, strict=True))
@@ -66,6 +72,9 @@ class Curve:
     def _warn(self, x: float) -> None:
         if self.warn and not self._warned:
             self._warned = True
-            warnings.warn(f"{self.name}: {x:g} is past the measured grid (max {self.xs[-1]:g}); "
-                          f"scaling the last measurement linearly", ExtrapolationWarning,
-                          stacklevel=3)
+            warnings.warn(
+                f"{self.name}: {x:g} is past the measured grid (max {self.xs[-1]:g}); "
+                f"scaling the last measurement linearly",
+                ExtrapolationWarning,
+                stacklevel=3,
+            )

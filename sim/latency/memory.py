@@ -17,9 +17,14 @@ def weight_bytes_per_gpu(model: ModelSpec, tp: int) -> int:
     return model.weight_params() * model.dtype_bytes // tp
 
 
-def kv_pool_blocks(model: ModelSpec | str, gpu: GpuSpec | str, tp: int, block_size: int,
-                   gpu_memory_utilization: float = 0.9,
-                   activation_reserve_gib: float = DEFAULT_ACTIVATION_RESERVE_GIB) -> int:
+def kv_pool_blocks(
+    model: ModelSpec | str,
+    gpu: GpuSpec | str,
+    tp: int,
+    block_size: int,
+    gpu_memory_utilization: float = 0.9,
+    activation_reserve_gib: float = DEFAULT_ACTIVATION_RESERVE_GIB,
+) -> int:
     """KV blocks per GPU: (memory x utilisation - weights/TP - activations) / bytes per block."""
     model, gpu = get_model_spec(model), get_gpu_spec(gpu)
     if block_size < 1:
@@ -36,7 +41,8 @@ def kv_pool_blocks(model: ModelSpec | str, gpu: GpuSpec | str, tp: int, block_si
             f"{model.name} does not fit on {gpu.name} at tp={tp}: weights need "
             f"{weights / GIB:.1f} GiB per GPU + {activation_reserve_gib:.1f} GiB activations, "
             f"but {gpu_memory_utilization:.2f} x {gpu.memory_gib:.1f} GiB = {budget / GIB:.1f} GiB "
-            f"is available; raise tp or gpu_memory_utilization")
+            f"is available; raise tp or gpu_memory_utilization"
+        )
     blocks = int(free // (block_size * model.kv_bytes_per_token(tp)))
     if blocks < 1:
         raise ValueError(f"{model.name} on {gpu.name} at tp={tp}: no room for a single KV block")

@@ -22,13 +22,31 @@ import pandas as pd
 from .roofline import RooflineConfig, RooflineModel
 from .specs import get_gpu_spec, get_model_spec, list_model_specs
 
-COMPUTE_OPS = ("emb", "input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj",
-               "post_attention_layernorm", "mlp_up_proj", "mlp_act", "mlp_down_proj", "add")
-ATTENTION_OPS = ("attn_kv_cache_save", "attn_prefill", "attn_decode", "attn_input_reshape",
-                 "attn_output_reshape")
+COMPUTE_OPS = (
+    "emb",
+    "input_layernorm",
+    "attn_pre_proj",
+    "attn_rope",
+    "attn_post_proj",
+    "post_attention_layernorm",
+    "mlp_up_proj",
+    "mlp_act",
+    "mlp_down_proj",
+    "add",
+)
+ATTENTION_OPS = (
+    "attn_kv_cache_save",
+    "attn_prefill",
+    "attn_decode",
+    "attn_input_reshape",
+    "attn_output_reshape",
+)
 NETWORK_NODES = {"h100_dgx": "h100-sxm", "a100_dgx": "a100-80gb"}
-_FILES = {"compute": "profile_compute.csv.gz", "network": "profile_network.csv.gz",
-          "attention": "profile_attention.csv.gz"}
+_FILES = {
+    "compute": "profile_compute.csv.gz",
+    "network": "profile_network.csv.gz",
+    "attention": "profile_attention.csv.gz",
+}
 KEYS_FILE = "profile_keys.json"  # Profiles.keys() of the tables beside it (a test checks it)
 
 
@@ -52,8 +70,10 @@ def _model_for_vidur(name: str, where: Path) -> str:
         spec = get_model_spec(spec_name)
         if spec.vidur_name and spec.vidur_name.lower() == name.lower():
             return spec_name
-    raise ValueError(f"{where}: no shipped model spec for Vidur model {name!r}; add one to "
-                     f"models.json with vidur_name={name!r}")
+    raise ValueError(
+        f"{where}: no shipped model spec for Vidur model {name!r}; add one to "
+        f"models.json with vidur_name={name!r}"
+    )
 
 
 def _gpu_for_vidur(folder: str) -> str:
@@ -85,21 +105,28 @@ def drop_impossible(df: pd.DataFrame, path: Path, slack: float = 2.0) -> pd.Data
     """Drop rows faster than the GPU's datasheet peaks allow (by `slack`x), with a warning: a
     misaligned column in a fork's CSV must not teach the table that a GEMM takes 2 us."""
     keep = pd.Series(True, index=df.index)
-    peak = RooflineConfig(gemm_compute_eff=1.0, gemm_memory_eff=1.0, elementwise_memory_eff=1.0,
-                          kernel_overhead_us=0.0, gemm_overhead_us=0.0)
+    peak = RooflineConfig(
+        gemm_compute_eff=1.0,
+        gemm_memory_eff=1.0,
+        elementwise_memory_eff=1.0,
+        kernel_overhead_us=0.0,
+        gemm_overhead_us=0.0,
+    )
     for (gpu, model, tp), sub in df.groupby(["gpu", "model", "tp"]):
         try:
             rl = RooflineModel(get_model_spec(model), get_gpu_spec(gpu), int(tp), peak)
         except KeyError:
             continue  # no datasheet for this GPU: nothing to check against
-        floor = [rl.work_time(*rl.op_work(int(t))[op]) for t, op in zip(sub.num_tokens, sub.op,
-                                                                           strict=True)]
+        floor = [rl.work_time(*rl.op_work(int(t))[op]) for t, op in zip(sub.num_tokens, sub.op, strict=True)]
         keep[sub.index] = sub.time_s.to_numpy() * slack >= floor
     if not keep.all():
         bad = df[~keep]
-        warnings.warn(f"{path}: dropped {len(bad)} measurement(s) faster than the GPU's peak "
-                      f"allows (ops {sorted(bad.op.unique())}, tokens {int(bad.num_tokens.min())}"
-                      f"..{int(bad.num_tokens.max())})", stacklevel=2)
+        warnings.warn(
+            f"{path}: dropped {len(bad)} measurement(s) faster than the GPU's peak "
+            f"allows (ops {sorted(bad.op.unique())}, tokens {int(bad.num_tokens.min())}"
+            f"..{int(bad.num_tokens.max())})",
+            stacklevel=2,
+        )
     return df[keep].reset_index(drop=True)
 
 
@@ -116,18 +143,25 @@ def read_vidur_mlp(path: Path, gpu: str, model: str) -> pd.DataFrame:
 def read_vidur_attention(path: Path, gpu: str, model: str) -> pd.DataFrame:
     """One Vidur attention.csv as tidy attention rows."""
     df = pd.read_csv(path)
-    keys = ["num_tensor_parallel_workers", "is_prefill", "batch_size", "prefill_chunk_size",
-            "kv_cache_size"]
+    keys = ["num_tensor_parallel_workers", "is_prefill", "batch_size", "prefill_chunk_size", "kv_cache_size"]
     out = _stats(df, ATTENTION_OPS, keys, path)
-    out = out.rename(columns={"num_tensor_parallel_workers": "tp", "prefill_chunk_size":
-                              "chunk_tokens", "kv_cache_size": "kv_tokens"})
+    out = out.rename(
+        columns={
+            "num_tensor_parallel_workers": "tp",
+            "prefill_chunk_size": "chunk_tokens",
+            "kv_cache_size": "kv_tokens",
+        }
+    )
     out["phase"] = out.pop("is_prefill").map({True: "prefill", False: "decode"})
-    out = out[((out.phase == "prefill") & (out.op != "attn_decode"))
-              | ((out.phase == "decode") & (out.op != "attn_prefill"))]
+    out = out[
+        ((out.phase == "prefill") & (out.op != "attn_decode"))
+        | ((out.phase == "decode") & (out.op != "attn_prefill"))
+    ]
     out.insert(0, "model", model)
     out.insert(0, "gpu", gpu)
-    return out[["gpu", "model", "tp", "phase", "batch_size", "chunk_tokens", "kv_tokens", "op",
-                "time_s"]].reset_index(drop=True)
+    return out[
+        ["gpu", "model", "tp", "phase", "batch_size", "chunk_tokens", "kv_tokens", "op", "time_s"]
+    ].reset_index(drop=True)
 
 
 def read_vidur_network(path: Path, node: str) -> pd.DataFrame:
@@ -160,8 +194,7 @@ def import_vidur(root: str | Path) -> Profiles:
             i = parts.index("compute")
             if len(parts) - i != 5:
                 raise ValueError(f"{path}: expected compute/<gpu>/<org>/<model>/<file>.csv")
-            gpu, model = _gpu_for_vidur(parts[i + 1]), _model_for_vidur("/".join(parts[i + 2:i + 4]),
-                                                                         path)
+            gpu, model = _gpu_for_vidur(parts[i + 1]), _model_for_vidur("/".join(parts[i + 2 : i + 4]), path)
             if path.name == "mlp.csv":
                 compute.append(read_vidur_mlp(path, gpu, model))
             elif path.name == "attention.csv":
@@ -191,8 +224,11 @@ def write_profiles(profiles: Profiles, out_dir: str | Path) -> list[Path]:
         df.to_csv(path, index=False, float_format="%.4g")
         written.append(path)
     keys = out_dir / KEYS_FILE  # what shipped_profile_keys reads (for the shipped folder)
-    keys.write_text("[\n" + ",\n".join(json.dumps(list(k)) for k in profiles.keys()) + "\n]\n"
-                    if not profiles.compute.empty else "[]\n")
+    keys.write_text(
+        "[\n" + ",\n".join(json.dumps(list(k)) for k in profiles.keys()) + "\n]\n"
+        if not profiles.compute.empty
+        else "[]\n"
+    )
     written.append(keys)
     return written
 
@@ -227,6 +263,3 @@ def node_for_gpu(gpu: str) -> str | None:
         if name == gpu:
             return node
     return None
-
-
-

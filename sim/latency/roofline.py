@@ -9,8 +9,18 @@ from .base import StepShape
 from .specs import GpuSpec, ModelSpec
 
 # Operators of one transformer layer that depend only on the step's token count (Vidur's names).
-DENSE_OPS = ("input_layernorm", "attn_pre_proj", "attn_rope", "kv_cache_save", "attn_post_proj",
-             "post_attention_layernorm", "mlp_up_proj", "mlp_act", "mlp_down_proj", "add")
+DENSE_OPS = (
+    "input_layernorm",
+    "attn_pre_proj",
+    "attn_rope",
+    "kv_cache_save",
+    "attn_post_proj",
+    "post_attention_layernorm",
+    "mlp_up_proj",
+    "mlp_act",
+    "mlp_down_proj",
+    "add",
+)
 GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 _first, _second = itemgetter(0), itemgetter(1)
 
@@ -36,30 +46,39 @@ class RooflineConfig:
     source: str = "prior"
 
     def __post_init__(self) -> None:
-        for name in ("gemm_compute_eff", "gemm_memory_eff", "elementwise_memory_eff",
-                     "attn_compute_eff", "attn_memory_eff", "comm_bw_eff"):
+        for name in (
+            "gemm_compute_eff",
+            "gemm_memory_eff",
+            "elementwise_memory_eff",
+            "attn_compute_eff",
+            "attn_memory_eff",
+            "comm_bw_eff",
+        ):
             value = getattr(self, name)
             if not 0.0 < value <= 1.0:
                 raise ValueError(f"RooflineConfig: field {name!r} must be in (0, 1], got {value}")
         if self.gemm_blend_p != 0.0 and self.gemm_blend_p < 1.0:
-            raise ValueError(f"RooflineConfig: field 'gemm_blend_p' must be 0 (max) or >= 1, "
-                             f"got {self.gemm_blend_p}")
-        for name in ("kernel_overhead_us", "gemm_overhead_us", "attn_overhead_us",
-                     "comm_latency_us"):
+            raise ValueError(
+                f"RooflineConfig: field 'gemm_blend_p' must be 0 (max) or >= 1, got {self.gemm_blend_p}"
+            )
+        for name in ("kernel_overhead_us", "gemm_overhead_us", "attn_overhead_us", "comm_latency_us"):
             if getattr(self, name) < 0:
                 raise ValueError(f"RooflineConfig: field {name!r} must be >= 0")
         for op, value in self.op_memory_eff.items():
             if not 0.0 < value <= 1.0:
-                raise ValueError(f"RooflineConfig: op_memory_eff[{op!r}] must be in (0, 1], "
-                                 f"got {value}")
+                raise ValueError(f"RooflineConfig: op_memory_eff[{op!r}] must be in (0, 1], got {value}")
 
     @classmethod
     def from_gpu(cls, gpu: GpuSpec) -> RooflineConfig:
         """Priors from the GPU spec's own efficiency factors."""
-        return cls(gemm_compute_eff=gpu.compute_efficiency, gemm_memory_eff=gpu.memory_efficiency,
-                   kernel_overhead_us=gpu.kernel_overhead_us,
-                   gemm_overhead_us=gpu.kernel_overhead_us, comm_latency_us=gpu.comm_latency_us,
-                   source=f"gpu-spec priors ({gpu.name})")
+        return cls(
+            gemm_compute_eff=gpu.compute_efficiency,
+            gemm_memory_eff=gpu.memory_efficiency,
+            kernel_overhead_us=gpu.kernel_overhead_us,
+            gemm_overhead_us=gpu.kernel_overhead_us,
+            comm_latency_us=gpu.comm_latency_us,
+            source=f"gpu-spec priors ({gpu.name})",
+        )
 
 
 class RooflineModel:
@@ -67,8 +86,9 @@ class RooflineModel:
 
     name = "roofline"
 
-    def __init__(self, model: ModelSpec, gpu: GpuSpec, tp: int = 1,
-                 config: RooflineConfig | None = None) -> None:
+    def __init__(
+        self, model: ModelSpec, gpu: GpuSpec, tp: int = 1, config: RooflineConfig | None = None
+    ) -> None:
         if tp < 1:
             raise ValueError(f"tp must be >= 1, got {tp}")
         self.model, self.gpu, self.tp = model, gpu, tp
@@ -188,8 +208,7 @@ class RooflineModel:
             nbytes += (ctx + n) * self._kv_byte + n * self._q_byte
         return flops * self._attn_flop, nbytes
 
-    def decode_attention_work(self, decodes: list[tuple[int, int]], drafts: int
-                              ) -> tuple[float, float]:
+    def decode_attention_work(self, decodes: list[tuple[int, int]], drafts: int) -> tuple[float, float]:
         """(FLOPs, bytes) of decode / draft-verification attention: each query reads its KV."""
         nd = len(decodes)
         ctx_sum = sum(map(_first, decodes))
@@ -205,8 +224,10 @@ class RooflineModel:
             return 0.0
         c = self.config
         flops, nbytes = self.prefill_attention_work(prefills)
-        return max(flops / (self._flops * c.attn_compute_eff),
-                   nbytes / (self._bw * c.attn_memory_eff)) + self._attn_ovh
+        return (
+            max(flops / (self._flops * c.attn_compute_eff), nbytes / (self._bw * c.attn_memory_eff))
+            + self._attn_ovh
+        )
 
     def _decode_attention(self, decodes: list[tuple[int, int]], drafts: int) -> float:
         if not decodes:
@@ -221,8 +242,9 @@ class RooflineModel:
     def plain_decode_attention(self, num_decodes: int, ctx_sum: int) -> float:
         """One layer's attention of plain decodes (no drafts) from their count and context sum."""
         pairs = ctx_sum + num_decodes
-        return self._attention_time(pairs * self._attn_flop,
-                                    pairs * self._kv_byte + num_decodes * self._q_byte)
+        return self._attention_time(
+            pairs * self._attn_flop, pairs * self._kv_byte + num_decodes * self._q_byte
+        )
 
     def decode_step_time(self, num_decodes: int, ctx_sum: int) -> float:
         """step_time of plain decodes (no prefill, no drafts) from their count and context sum.
@@ -263,8 +285,11 @@ class RooflineModel:
         if tokens == 0:
             return 0.0
         attn = self._prefill_attention(prefills) + self._decode_attention(decodes, drafts)
-        return (self.dense_time(tokens) + self.model.num_layers * attn
-                + self.head_time(len(prefills) + nd + drafts))
+        return (
+            self.dense_time(tokens)
+            + self.model.num_layers * attn
+            + self.head_time(len(prefills) + nd + drafts)
+        )
 
     def breakdown(self, shape: StepShape) -> dict[str, float]:
         """Seconds per operator for the whole step (sums to step_time)."""
@@ -284,5 +309,10 @@ class RooflineModel:
 
     def describe(self) -> dict:
         """Model kind, specs and the efficiency factors used."""
-        return {"kind": self.name, "model": self.model.name, "gpu": self.gpu.name, "tp": self.tp,
-                "roofline": asdict(self.config)}
+        return {
+            "kind": self.name,
+            "model": self.model.name,
+            "gpu": self.gpu.name,
+            "tp": self.tp,
+            "roofline": asdict(self.config),
+        }

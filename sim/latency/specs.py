@@ -16,8 +16,10 @@ def _positive(obj: object, names: tuple[str, ...]) -> None:
     for name in names:
         value = getattr(obj, name)
         if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
-            raise ValueError(f"{type(obj).__name__} {getattr(obj, 'name', '?')!r}: "
-                             f"field {name!r} must be a positive number, got {value!r}")
+            raise ValueError(
+                f"{type(obj).__name__} {getattr(obj, 'name', '?')!r}: "
+                f"field {name!r} must be a positive number, got {value!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -41,13 +43,27 @@ class ModelSpec:
     vidur_name: str = ""
 
     def __post_init__(self) -> None:
-        _positive(self, ("num_layers", "hidden_size", "num_attention_heads", "num_key_value_heads",
-                         "head_dim", "intermediate_size", "vocab_size", "dtype_bytes",
-                         "max_position_embeddings", "tp"))
+        _positive(
+            self,
+            (
+                "num_layers",
+                "hidden_size",
+                "num_attention_heads",
+                "num_key_value_heads",
+                "head_dim",
+                "intermediate_size",
+                "vocab_size",
+                "dtype_bytes",
+                "max_position_embeddings",
+                "tp",
+            ),
+        )
         if self.num_attention_heads % self.num_key_value_heads:
-            raise ValueError(f"ModelSpec {self.name!r}: field 'num_key_value_heads' "
-                             f"({self.num_key_value_heads}) must divide num_attention_heads "
-                             f"({self.num_attention_heads})")
+            raise ValueError(
+                f"ModelSpec {self.name!r}: field 'num_key_value_heads' "
+                f"({self.num_key_value_heads}) must divide num_attention_heads "
+                f"({self.num_attention_heads})"
+            )
 
     @property
     def q_size(self) -> int:
@@ -101,8 +117,17 @@ class GpuSpec:
     aliases: tuple[str, ...] = field(default=())
 
     def __post_init__(self) -> None:
-        _positive(self, ("memory_gib", "peak_tflops", "hbm_gbps", "nvlink_gbps",
-                         "compute_efficiency", "memory_efficiency"))
+        _positive(
+            self,
+            (
+                "memory_gib",
+                "peak_tflops",
+                "hbm_gbps",
+                "nvlink_gbps",
+                "compute_efficiency",
+                "memory_efficiency",
+            ),
+        )
         for name in ("compute_efficiency", "memory_efficiency"):
             if getattr(self, name) > 1.0:
                 raise ValueError(f"GpuSpec {self.name!r}: field {name!r} must be <= 1")
@@ -181,8 +206,10 @@ def get_model_spec(name: str | ModelSpec) -> ModelSpec:
     path = Path(name)
     if path.suffix == ".json" or path.is_dir():
         return model_spec_from_hf_config(path)
-    raise KeyError(f"unknown model {name!r}; shipped: {list_model_specs()} "
-                   f"(or pass a path to a Hugging Face config.json)")
+    raise KeyError(
+        f"unknown model {name!r}; shipped: {list_model_specs()} "
+        f"(or pass a path to a Hugging Face config.json)"
+    )
 
 
 def get_gpu_spec(name: str | GpuSpec) -> GpuSpec:

@@ -44,8 +44,10 @@ def _curves_for(profiles: Profiles, model: str, gpu: str, tp: int) -> dict[str, 
     if df.empty:
         return {}
     sub = df[(df.model == model) & (df.gpu == gpu) & (df.tp == tp)]
-    return {op: Curve(g.num_tokens.tolist(), g.time_s.tolist(), f"{model}/{gpu}/tp{tp}/{op}",
-                      warn=False) for op, g in sub.groupby("op")}
+    return {
+        op: Curve(g.num_tokens.tolist(), g.time_s.tolist(), f"{model}/{gpu}/tp{tp}/{op}", warn=False)
+        for op, g in sub.groupby("op")
+    }
 
 
 def _all_reduce_curve(profiles: Profiles, gpu: str, tp: int) -> Curve | None:
@@ -58,8 +60,9 @@ def _all_reduce_curve(profiles: Profiles, gpu: str, tp: int) -> Curve | None:
     return Curve(sub.size_bytes.tolist(), sub.time_s.tolist(), f"all_reduce/{node}/{tp}", warn=False)
 
 
-def find_profile(model: ModelSpec, gpu: GpuSpec, tp: int,
-                 calibration: dict[str, Any] | None = None) -> TableProfile | None:
+def find_profile(
+    model: ModelSpec, gpu: GpuSpec, tp: int, calibration: dict[str, Any] | None = None
+) -> TableProfile | None:
     """The measured profile for (model, gpu, tp): the calibration's tables first, then shipped."""
     sources: list[tuple[Profiles, str]] = []
     if calibration and calibration.get("profiles"):
@@ -74,22 +77,35 @@ def find_profile(model: ModelSpec, gpu: GpuSpec, tp: int,
             for profiles, where in sources:
                 ops = _curves_for(profiles, name, gpu.name, tp)
                 if ops:
-                    found.append((int(max(c.xs[-1] for c in ops.values())), name, ops, profiles,
-                                  where))
+                    found.append((int(max(c.xs[-1] for c in ops.values())), name, ops, profiles, where))
                     break
         if found:  # the model's own profile, else the same-shaped model with the widest grid
             grid, name, ops, profiles, where = max(found, key=lambda f: f[0])
             if name != model.name:
                 where += f"; measured on {name} (same layer shapes)"
-            return TableProfile(model.name, gpu.name, tp, ops,
-                                _all_reduce_curve(profiles, gpu.name, tp), source=where,
-                                grid_max_tokens=grid)
+            return TableProfile(
+                model.name,
+                gpu.name,
+                tp,
+                ops,
+                _all_reduce_curve(profiles, gpu.name, tp),
+                source=where,
+                grid_max_tokens=grid,
+            )
     return None
 
 
 def _layer_key(m: ModelSpec) -> tuple:
-    return (m.num_layers, m.hidden_size, m.num_attention_heads, m.num_key_value_heads, m.head_dim,
-            m.intermediate_size, m.gated_mlp, m.dtype_bytes)
+    return (
+        m.num_layers,
+        m.hidden_size,
+        m.num_attention_heads,
+        m.num_key_value_heads,
+        m.head_dim,
+        m.intermediate_size,
+        m.gated_mlp,
+        m.dtype_bytes,
+    )
 
 
 def same_layer_shapes(model: ModelSpec) -> list[str]:
@@ -98,8 +114,7 @@ def same_layer_shapes(model: ModelSpec) -> list[str]:
     from .specs import list_model_specs
 
     key = _layer_key(model)
-    return [n for n in list_model_specs()
-            if n != model.name and _layer_key(get_model_spec(n)) == key]
+    return [n for n in list_model_specs() if n != model.name and _layer_key(get_model_spec(n)) == key]
 
 
 class TableModel:
@@ -111,8 +126,7 @@ class TableModel:
         self.profile, self.roofline = profile, roofline
         self.model = roofline.model
         missing = [op for op in LAYER_OPS if op not in profile.ops]
-        self.ops_from_roofline = missing + ["kv_cache_save", "attn_prefill", "attn_decode",
-                                            "lm_head"]
+        self.ops_from_roofline = missing + ["kv_cache_save", "attn_prefill", "attn_decode", "lm_head"]
         if "emb" not in profile.ops:
             self.ops_from_roofline.append("emb")
         if roofline.tp > 1 and profile.all_reduce is None:
@@ -125,9 +139,13 @@ class TableModel:
         if tokens > self.profile.grid_max_tokens and not self._warned:
             self._warned = True
             p = self.profile
-            warnings.warn(f"table model {p.model}/{p.gpu}/tp{p.tp}: {tokens} tokens is past the "
-                          f"measured grid (max {p.grid_max_tokens}); operator times are scaled "
-                          f"linearly from the last measurement", ExtrapolationWarning, stacklevel=3)
+            warnings.warn(
+                f"table model {p.model}/{p.gpu}/tp{p.tp}: {tokens} tokens is past the "
+                f"measured grid (max {p.grid_max_tokens}); operator times are scaled "
+                f"linearly from the last measurement",
+                ExtrapolationWarning,
+                stacklevel=3,
+            )
 
     def layer_ops(self, tokens: int) -> dict[str, float]:
         """Seconds of each token-count-dependent operator of one layer (measured where possible)."""
@@ -173,8 +191,9 @@ class TableModel:
             return 0.0
         rl = self.roofline
         attn = rl._prefill_attention(prefills) + rl._decode_attention(decodes, drafts)
-        return self.dense_time(tokens) + self.model.num_layers * attn + rl.head_time(
-            len(prefills) + nd + drafts)
+        return (
+            self.dense_time(tokens) + self.model.num_layers * attn + rl.head_time(len(prefills) + nd + drafts)
+        )
 
     def decode_step_time(self, num_decodes: int, ctx_sum: int) -> float:
         """step_time of plain decodes from their count and context sum (the fast-forward's path)."""
@@ -199,8 +218,15 @@ class TableModel:
     def describe(self) -> dict:
         """Which profile, which operators came from the roofline, and the roofline's factors."""
         p = self.profile
-        return {"kind": self.name, "model": p.model, "gpu": p.gpu, "tp": p.tp,
-                "profile": p.source, "grid_max_tokens": p.grid_max_tokens,
-                "measured_ops": sorted(p.ops), "ops_from_roofline": self.ops_from_roofline,
-                "all_reduce": "measured" if p.all_reduce is not None else "roofline",
-                "roofline": self.roofline.describe()["roofline"]}
+        return {
+            "kind": self.name,
+            "model": p.model,
+            "gpu": p.gpu,
+            "tp": p.tp,
+            "profile": p.source,
+            "grid_max_tokens": p.grid_max_tokens,
+            "measured_ops": sorted(p.ops),
+            "ops_from_roofline": self.ops_from_roofline,
+            "all_reduce": "measured" if p.all_reduce is not None else "roofline",
+            "roofline": self.roofline.describe()["roofline"],
+        }

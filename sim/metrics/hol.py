@@ -13,7 +13,6 @@ the waiting window, so overloaded runs with long queues stay cheap.
 from __future__ import annotations
 
 import numpy as np
-
 from schedsim.metrics.workload import WorkloadColumns
 from schedsim.policies import StepPlan
 
@@ -21,8 +20,16 @@ from schedsim.policies import StepPlan
 class HeadOfLineTracker:
     """Keeps the waiting window in arrival order and charges HOL time step by step."""
 
-    def __init__(self, workload: WorkloadColumns, max_num_seqs: int, max_num_batched_tokens: int,
-                 chunked: bool, block_size: int, usable_blocks: int, priority: bool) -> None:
+    def __init__(
+        self,
+        workload: WorkloadColumns,
+        max_num_seqs: int,
+        max_num_batched_tokens: int,
+        chunked: bool,
+        block_size: int,
+        usable_blocks: int,
+        priority: bool,
+    ) -> None:
         n = len(workload)
         self.order = np.argsort(workload.arrival, kind="stable")  # rank -> workload index
         self.rank = np.empty(n, dtype=np.int64)
@@ -86,7 +93,7 @@ class HeadOfLineTracker:
         """Window offset of the first request in queue order."""
         if not self.priority:
             return int(np.argmax(wait))
-        prio = np.where(wait, self.prio[lo:lo + len(wait)], np.iinfo(np.int64).max)
+        prio = np.where(wait, self.prio[lo : lo + len(wait)], np.iinfo(np.int64).max)
         return int(np.argmin(prio))  # ties: the earliest arrival (argmin takes the first)
 
     def per_request(self) -> np.ndarray:

@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Any, Final
 
 import numpy as np
-
 from schedsim.metrics.column import Column
 
 FIELDS: Final = ("start", "gpu", "wait", "kv_usage")  # stored; the other times are derived
@@ -51,8 +50,9 @@ class _Expanded:
     def __init__(self, ch: JumpChunks, chunk: int = CHUNK) -> None:
         self.meta: Any = np.frombuffer(ch.meta.array(), dtype=np.int64).reshape(-1, len(META))
         self.costs: Any = np.frombuffer(ch.costs.array(), dtype=np.float64).reshape(-1, len(COSTS))
-        self.fields = {f: np.frombuffer(col.array(), dtype=np.float64)
-                       for f, col in zip(FIELDS, ch.times, strict=True)}
+        self.fields = {
+            f: np.frombuffer(col.array(), dtype=np.float64) for f, col in zip(FIELDS, ch.times, strict=True)
+        }
         k = self.meta[:, 3]
         ends = np.cumsum(k)
         self.first_it: Any = ends - k  # each jump's first iteration
@@ -105,8 +105,13 @@ def fill_jump_steps(ch: JumpChunks, cols: dict[str, np.ndarray], chunk: int = CH
     for j0, j1 in ex.chunks:
         it = ex.iterations(j0, j1)
         rows = it["step"]
-        for name, field in (("schedule_time", "sched"), ("start", "start"), ("end", "end"),
-                            ("gpu_time", "gpu"), ("kv_usage", "kv_usage")):
+        for name, field in (
+            ("schedule_time", "sched"),
+            ("start", "start"),
+            ("end", "end"),
+            ("gpu_time", "gpu"),
+            ("kv_usage", "kv_usage"),
+        ):
             cols[name][rows] = it[field]
         cols["num_running"][rows] = it["n"]
         batch = np.where(it["last"], it["n_last"], it["n"])  # the last schedule may leave some out
@@ -123,22 +128,32 @@ def _phase_columns(it: dict[str, np.ndarray]) -> tuple[tuple[np.ndarray, ...], .
     """Each CPU phase's (start, end, step) columns, in phase order: schedule and prepare of the
     iteration's step, d2h and update of the step before (a queue)."""
     step, before = it["step"], it["before"]
-    return ((it["poll"], it["sched"], step), (it["sched"], it["ready"], step),
-            (it["wait"], it["d2h"], before), (it["d2h"], it["update"], before))
+    return (
+        (it["poll"], it["sched"], step),
+        (it["sched"], it["ready"], step),
+        (it["wait"], it["d2h"], before),
+        (it["d2h"], it["update"], before),
+    )
 
 
-def _cpu_rows(it: dict[str, np.ndarray], keep: np.ndarray, kinds: tuple[int, int, int, int]
-              ) -> list[np.ndarray]:
+def _cpu_rows(
+    it: dict[str, np.ndarray], keep: np.ndarray, kinds: tuple[int, int, int, int]
+) -> list[np.ndarray]:
     """The CPU rows (kind, start, end, step), iteration-major, phase order within an iteration,
     of the phases `keep` marks."""
     starts, ends, steps = zip(*_phase_columns(it), strict=True)
-    cand = (np.broadcast_to(np.array(kinds, dtype=np.int8), keep.shape), np.stack(starts, axis=1),
-            np.stack(ends, axis=1), np.stack(steps, axis=1))
+    cand = (
+        np.broadcast_to(np.array(kinds, dtype=np.int8), keep.shape),
+        np.stack(starts, axis=1),
+        np.stack(ends, axis=1),
+        np.stack(steps, axis=1),
+    )
     return [c[keep] for c in cand]
 
 
-def _scatter_phases(out: list[Any], pos: np.ndarray, it: dict[str, np.ndarray],
-                    kinds: tuple[int, int, int, int]) -> None:
+def _scatter_phases(
+    out: list[Any], pos: np.ndarray, it: dict[str, np.ndarray], kinds: tuple[int, int, int, int]
+) -> None:
     """_cpu_rows written straight to `pos` when each iteration keeps all four phases: its rows
     are pos[4 i + q], phase q's (kind, start, end, step) a column apiece."""
     at = pos.reshape(-1, 4)
@@ -167,9 +182,9 @@ def _positions(at: np.ndarray, counts: np.ndarray, r0: int) -> np.ndarray:
     return rows_at + np.arange(r0, r0 + len(rows_at))
 
 
-def merge_jump_timeline(ch: JumpChunks, cpu: list[Any], gpu: list[Any],
-                        kinds: tuple[int, int, int, int], chunk: int = CHUNK
-                        ) -> tuple[list[Any], list[Any]]:
+def merge_jump_timeline(
+    ch: JumpChunks, cpu: list[Any], gpu: list[Any], kinds: tuple[int, int, int, int], chunk: int = CHUNK
+) -> tuple[list[Any], list[Any]]:
     """The CPU (kind, start, end, step) and GPU (start, end, step) streams with every jump's rows
     merged in where they were appended. The rows are made and written a chunk at a time, and each
     stream array is dropped from its list once copied: the peak is the records and the merged

@@ -9,14 +9,13 @@ from typing import Any, Final
 
 import numpy as np
 from mypy_extensions import i64
-
 from schedsim.metrics.column import Column
 from schedsim.metrics.hol import HeadOfLineTracker
 from schedsim.metrics.jumps import JumpChunks
 from schedsim.metrics.rows import StepRows
-from schedsim.policies import Policy, Request, RequestOutput, RequestStatus, StepPlan, StepResult
 from schedsim.metrics.runlength import RunLengths
 from schedsim.metrics.workload import WorkloadColumns
+from schedsim.policies import Policy, Request, RequestOutput, RequestStatus, StepPlan, StepResult
 
 NAN: Final = math.nan
 # output_hash: two primes below 2^31 and their multipliers
@@ -24,22 +23,53 @@ HASH_P1: Final = 2147483647
 HASH_P2: Final = 2147483629
 HASH_M1: Final = 1000003
 HASH_M2: Final = 998244353
-FINISH_NAMES: Final = {RequestStatus.FINISHED_STOPPED: "stop", RequestStatus.FINISHED_LENGTH_CAPPED: "length",
-                RequestStatus.FINISHED_ABORTED: "abort", RequestStatus.FINISHED_IGNORED: "ignored",
-                RequestStatus.FINISHED_ERROR: "error"}
-STEP_FIELDS: Final = ("schedule_time", "start", "end", "gpu_time", "num_prefill_reqs", "num_decode_reqs",
-               "num_prefill_tokens", "num_decode_tokens", "num_spec_tokens", "num_running",
-               "num_waiting", "kv_usage", "num_preempted", "num_paused", "num_finished",
-               "deferred_sampling")
-ZERO_AT_SCHEDULE: Final = ("num_finished", "num_prefill_reqs", "num_decode_reqs", "num_prefill_tokens",
-                    "num_decode_tokens", "num_spec_tokens", "deferred_sampling")
+FINISH_NAMES: Final = {
+    RequestStatus.FINISHED_STOPPED: "stop",
+    RequestStatus.FINISHED_LENGTH_CAPPED: "length",
+    RequestStatus.FINISHED_ABORTED: "abort",
+    RequestStatus.FINISHED_IGNORED: "ignored",
+    RequestStatus.FINISHED_ERROR: "error",
+}
+STEP_FIELDS: Final = (
+    "schedule_time",
+    "start",
+    "end",
+    "gpu_time",
+    "num_prefill_reqs",
+    "num_decode_reqs",
+    "num_prefill_tokens",
+    "num_decode_tokens",
+    "num_spec_tokens",
+    "num_running",
+    "num_waiting",
+    "kv_usage",
+    "num_preempted",
+    "num_paused",
+    "num_finished",
+    "deferred_sampling",
+)
+ZERO_AT_SCHEDULE: Final = (
+    "num_finished",
+    "num_prefill_reqs",
+    "num_decode_reqs",
+    "num_prefill_tokens",
+    "num_decode_tokens",
+    "num_spec_tokens",
+    "deferred_sampling",
+)
 RESOURCES = ("cpu", "gpu")
 TIMELINE_KINDS = ("schedule", "prepare_inputs", "d2h_copy", "update_from_output", "forward")
 RESOURCE_CODES: Final = {name: i for i, name in enumerate(RESOURCES)}
 KIND_CODES: Final = {name: i for i, name in enumerate(TIMELINE_KINDS)}
 # times in float64, counts in int32 (a 1M-request run has millions of steps)
-STEP_TYPES: Final = {"schedule_time": "d", "start": "d", "end": "d", "gpu_time": "d", "kv_usage": "d",
-              "deferred_sampling": "b"}
+STEP_TYPES: Final = {
+    "schedule_time": "d",
+    "start": "d",
+    "end": "d",
+    "gpu_time": "d",
+    "kv_usage": "d",
+    "deferred_sampling": "b",
+}
 
 
 COUNTERS: Final = ("num_preemptions", "num_pauses", "num_recomputed_tokens", "num_truncated_tokens")
@@ -51,7 +81,11 @@ class RequestBuffers:
     def __init__(self, n: int) -> None:
         nan, zero = array("d", [NAN]), array("q", [0])
         self.first_sched, self.first_token, self.last_token, self.finish_time = (
-            nan * n, nan * n, nan * n, nan * n)
+            nan * n,
+            nan * n,
+            nan * n,
+            nan * n,
+        )
         self.finish_reason: list[str | None] = [None] * n
         self.num_out, self.cached, self.itl_n = zero * n, zero * n, zero * n
         self.itl_sum = array("d", [0.0]) * n
@@ -77,13 +111,21 @@ class LiveStats:
 class MetricsRecorder:
     """Observes the engine (see engine.EngineObserver) and the world's busy intervals."""
 
-    def __init__(self, policy: Policy, workload: WorkloadColumns | Sequence[Request],
-                 clock: Callable[[], float], record_itl: bool = False) -> None:
+    def __init__(
+        self,
+        policy: Policy,
+        workload: WorkloadColumns | Sequence[Request],
+        clock: Callable[[], float],
+        record_itl: bool = False,
+    ) -> None:
         self.policy = policy
         self.clock = clock
-        requests = None if isinstance(workload, WorkloadColumns) else list(workload)
-        self.columns: WorkloadColumns = (WorkloadColumns.from_requests(requests) if requests is not None
-                                         else workload)  # type: ignore[assignment]
+        requests: list[Request] | None = None
+        if isinstance(workload, WorkloadColumns):
+            self.columns = workload
+        else:  # ready-made Requests (the real backend's runs), admitted at once
+            requests = list(workload)
+            self.columns = WorkloadColumns.from_requests(requests)
         self.stats: dict[str, LiveStats] = {}  # live requests only: their workload row, counters
         self.live: dict[int, Request] = {}  # workload row -> its Request, until finished
         self.req = RequestBuffers(len(self.columns))
@@ -94,25 +136,45 @@ class MetricsRecorder:
         # compact typed columns: a whole-trace run has hundreds of thousands of steps
         self.steps: dict[str, Column] = {k: Column(STEP_TYPES.get(k, "i")) for k in STEP_FIELDS}
         s = self.steps  # the columns filled at schedule time (hot path)
-        self._at_schedule: tuple[Column, ...] = tuple(s[k] for k in (
-            "schedule_time", "start", "end", "gpu_time", "num_running", "num_waiting", "kv_usage",
-            "num_preempted", "num_paused"))
+        self._at_schedule: tuple[Column, ...] = tuple(
+            s[k]
+            for k in (
+                "schedule_time",
+                "start",
+                "end",
+                "gpu_time",
+                "num_running",
+                "num_waiting",
+                "kv_usage",
+                "num_preempted",
+                "num_paused",
+            )
+        )
         self._zero_at_schedule: tuple[Column, ...] = tuple(s[k] for k in ZERO_AT_SCHEDULE)
         self.rows = StepRows()  # the columns hold the ordinary steps' rows; jumps are recorded
         # two streams, each in time order as appended (merged into one table at the end):
         # CPU phases: kind code (TIMELINE_KINDS), start, end, step (21 bytes a row); GPU forwards
         self.cpu_timeline: tuple[Column, Column, Column, Column] = (
-            Column("b"), Column("d"), Column("d"), Column("i"))
+            Column("b"),
+            Column("d"),
+            Column("d"),
+            Column("i"),
+        )
         self.gpu_timeline: tuple[Column, Column, Column] = (Column("d"), Column("d"), Column("i"))
         # fast-forward jumps: neither their steps rows (`rows`) nor their intervals are appended:
         # both are expanded from these records when the tables are built (metrics_jumps)
         self.jumps = JumpChunks()
         self.timeline_released = False
         cfg = policy.config
-        self.hol = HeadOfLineTracker(self.columns, cfg.max_num_seqs, cfg.max_num_batched_tokens,
-                                     getattr(cfg, "enable_chunked_prefill", True), cfg.block_size,
-                                     cfg.num_gpu_blocks - 1,
-                                     getattr(cfg, "scheduling_policy", "fcfs") == "priority")
+        self.hol = HeadOfLineTracker(
+            self.columns,
+            cfg.max_num_seqs,
+            cfg.max_num_batched_tokens,
+            getattr(cfg, "enable_chunked_prefill", True),
+            cfg.block_size,
+            cfg.num_gpu_blocks - 1,
+            getattr(cfg, "scheduling_policy", "fcfs") == "priority",
+        )
         for i, r in enumerate(requests or ()):
             self.admit(i, r)
 
@@ -161,8 +223,9 @@ class MetricsRecorder:
         now = self.clock()
         running, waiting = self.policy.get_request_counts()
         kv = self.policy.kv_usage()
-        assert len(self.steps["schedule_time"]) + self.rows.jumped == step, \
+        assert len(self.steps["schedule_time"]) + self.rows.jumped == step, (
             "steps must be reported in launch order"
+        )
         sched, start, end, gpu, n_run, n_wait, kv_use, n_pre, n_pause = self._at_schedule
         sched.append(now)
         start.append(NAN)
@@ -179,8 +242,7 @@ class MetricsRecorder:
             self._first_schedules(plan, now)
         self.hol.step(now, plan, running, kv)
 
-    def on_update(self, step: int, plan: StepPlan, result: StepResult,
-                  outputs: list[RequestOutput]) -> None:
+    def on_update(self, step: int, plan: StepPlan, result: StepResult, outputs: list[RequestOutput]) -> None:
         now = self.clock()
         stats, finished = self.stats, 0
         gaps = self.itl_gaps
@@ -210,8 +272,7 @@ class MetricsRecorder:
     def on_jump_finishes(self, step: int, outputs: list[RequestOutput], now: float) -> None:
         """Finishes in a fast-forward jump's last update (their tokens are already committed)."""
         for out in outputs:
-            self._finish(self.stats[out.request_id].row, out.request_id, finish_name(out.finish_reason),
-                         now)
+            self._finish(self.stats[out.request_id].row, out.request_id, finish_name(out.finish_reason), now)
         self._add_finished(step, len(outputs))
 
     def _add_finished(self, step: int, n: int) -> None:

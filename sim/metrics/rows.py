@@ -15,7 +15,6 @@ from bisect import bisect_right
 from typing import Any, Final
 
 import numpy as np
-
 from schedsim.metrics.column import Column
 
 DTYPES: Final = {"d": np.float64, "q": np.int64, "i": np.int32, "b": np.int8}  # by typecode
@@ -63,13 +62,17 @@ class StepRows:
     def write_done(self, h: Any) -> None:
         """on_step_done's writes, for a jump's step (h is a SimStep)."""
         step = h.step
-        for name, value in (("start", h.start), ("end", h.end), ("gpu_time", h.gpu_time),
-                            ("num_prefill_reqs", h.num_prefill_reqs),
-                            ("num_decode_reqs", h.num_decode_reqs),
-                            ("num_prefill_tokens", h.num_prefill_tokens),
-                            ("num_decode_tokens", h.num_decode_tokens),
-                            ("num_spec_tokens", h.num_spec_tokens),
-                            ("deferred_sampling", h.defer_sampling)):
+        for name, value in (
+            ("start", h.start),
+            ("end", h.end),
+            ("gpu_time", h.gpu_time),
+            ("num_prefill_reqs", h.num_prefill_reqs),
+            ("num_decode_reqs", h.num_decode_reqs),
+            ("num_prefill_tokens", h.num_prefill_tokens),
+            ("num_decode_tokens", h.num_decode_tokens),
+            ("num_spec_tokens", h.num_spec_tokens),
+            ("deferred_sampling", h.defer_sampling),
+        ):
             self.late.append((step, name, value))
 
     def jump_mask(self, total: int) -> Any:
@@ -108,8 +111,10 @@ class StepRows:
             for step, field, value in self.late:
                 out[field][step] = value
             if len(self.finished_steps):  # adds commute: in any order, as they were made
-                np.add.at(out["num_finished"],
-                          np.frombuffer(self.finished_steps.array(), dtype=np.int64),
-                          np.frombuffer(self.finished_n.array(), dtype=np.int32))
+                np.add.at(
+                    out["num_finished"],
+                    np.frombuffer(self.finished_steps.array(), dtype=np.int64),
+                    np.frombuffer(self.finished_n.array(), dtype=np.int32),
+                )
             self.placed = True
         return out

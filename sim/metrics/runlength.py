@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-
 from schedsim.metrics.column import Column
 
 

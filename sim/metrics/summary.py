@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-
 from schedsim.metrics.runlength import weighted_mean, weighted_percentiles
 
 
@@ -54,8 +53,12 @@ def overlap(a_start: np.ndarray, a_end: np.ndarray, b_start: np.ndarray, b_end: 
     if len(a_start) == 0 or len(b_start) == 0:
         return 0.0
     cover = _Coverage(b_start, b_end)
-    return float(sum(np.sum(cover(a_end[i:i + CHUNK]) - cover(a_start[i:i + CHUNK]))
-                     for i in range(0, len(a_start), CHUNK)))
+    return float(
+        sum(
+            np.sum(cover(a_end[i : i + CHUNK]) - cover(a_start[i : i + CHUNK]))
+            for i in range(0, len(a_start), CHUNK)
+        )
+    )
 
 
 def _disjoint(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -82,8 +85,11 @@ class _Coverage:
 def busy_figures(timeline: pd.DataFrame, out: dict[str, Any]) -> None:
     """GPU busy/idle and the share of CPU time hidden under GPU time."""
     res = timeline["resource"]
-    is_gpu = (res.cat.codes.to_numpy() == list(res.cat.categories).index("gpu") if len(timeline)
-              else np.zeros(0, dtype=bool))
+    is_gpu = (
+        res.cat.codes.to_numpy() == list(res.cat.categories).index("gpu")
+        if len(timeline)
+        else np.zeros(0, dtype=bool)
+    )
     start, end = timeline["start"].to_numpy(float), timeline["end"].to_numpy(float)
     gs, ge = start[is_gpu], end[is_gpu]
     out["gpu_busy_s"] = float(np.sum(ge - gs))
@@ -102,8 +108,8 @@ def _cpu_busy(start: np.ndarray, end: np.ndarray, is_gpu: np.ndarray) -> tuple[f
     """CPU busy time, and whether the CPU intervals are one thread's (sorted, disjoint)."""
     busy, prev_end, disjoint = 0.0, -np.inf, True
     for i in range(0, len(start), CHUNK):
-        cpu = ~is_gpu[i:i + CHUNK]
-        s, e = start[i:i + CHUNK][cpu], end[i:i + CHUNK][cpu]
+        cpu = ~is_gpu[i : i + CHUNK]
+        s, e = start[i : i + CHUNK][cpu], end[i : i + CHUNK][cpu]
         if len(s) == 0:
             continue
         busy += float(np.sum(e - s))
@@ -126,7 +132,7 @@ def hidden_by_runs(start: np.ndarray, end: np.ndarray) -> float:
     open_sum = open_s = 0.0
     cur_e = -np.inf  # the open run's end (none before the first row)
     for i in range(0, len(start), CHUNK):
-        s, e = start[i:i + CHUNK], end[i:i + CHUNK]
+        s, e = start[i : i + CHUNK], end[i : i + CHUNK]
         length = e - s
         ends = np.maximum.accumulate(np.maximum(e, cur_e))  # the run's end after each row
         before = np.concatenate(([cur_e], ends[:-1]))
@@ -136,7 +142,7 @@ def hidden_by_runs(start: np.ndarray, end: np.ndarray) -> float:
             cur_e = float(ends[-1])
             continue
         if i > 0:  # the open run ends before the slice's first new run
-            open_sum += float(np.sum(length[:idx[0]]))
+            open_sum += float(np.sum(length[: idx[0]]))
             total += open_sum - (float(before[idx[0]]) - open_s)
         sums = np.add.reduceat(length, idx)
         total += float(np.sum(sums[:-1] - (before[idx[1:]] - s[idx[:-1]])))
@@ -155,24 +161,34 @@ class Slo:
     e2el_ms: float | None = None
 
 
-def summarize(requests: pd.DataFrame, steps: pd.DataFrame, timeline: pd.DataFrame,
-              itl_gaps: tuple[np.ndarray, np.ndarray], slo: Slo, sim_wall_s: float
-              ) -> dict[str, Any]:
+def summarize(
+    requests: pd.DataFrame,
+    steps: pd.DataFrame,
+    timeline: pd.DataFrame,
+    itl_gaps: tuple[np.ndarray, np.ndarray],
+    slo: Slo,
+    sim_wall_s: float,
+) -> dict[str, Any]:
     """The summary dict."""
     reason = requests["finish_reason"].fillna("")
     done = reason.isin(["stop", "length"]).to_numpy()
     t0 = float(requests["arrival_time"].min()) if len(requests) else 0.0
-    t_end = np.nanmax(np.concatenate([requests["finish_time"].to_numpy(float), steps["end"].to_numpy(float),
-                                      [t0]]))
+    t_end = np.nanmax(
+        np.concatenate([requests["finish_time"].to_numpy(float), steps["end"].to_numpy(float), [t0]])
+    )
     duration = max(float(t_end) - t0, 1e-12)
     out_tok = int(requests.loc[done, "num_output_tokens"].sum())
     in_tok = int(requests.loc[done, "prompt_tokens"].sum())
     out: dict[str, Any] = {
-        "num_requests": len(requests), "num_finished": int(done.sum()),
-        "num_aborted": int((reason == "abort").sum()), "num_rejected": int((reason == "rejected").sum()),
+        "num_requests": len(requests),
+        "num_finished": int(done.sum()),
+        "num_aborted": int((reason == "abort").sum()),
+        "num_rejected": int((reason == "rejected").sum()),
         "num_errored": int((reason == "error").sum()),
-        "num_unfinished": int((reason == "").sum()), "duration_s": duration,
-        "request_throughput": done.sum() / duration, "output_throughput": out_tok / duration,
+        "num_unfinished": int((reason == "").sum()),
+        "duration_s": duration,
+        "request_throughput": done.sum() / duration,
+        "output_throughput": out_tok / duration,
         "total_token_throughput": (in_tok + out_tok) / duration,
     }
     fin = {col: requests[col].to_numpy(float)[done] for col in ("ttft", "tpot", "e2e")}  # no table copy
@@ -181,8 +197,9 @@ def summarize(requests: pd.DataFrame, steps: pd.DataFrame, timeline: pd.DataFram
     _run_length_stats("itl", *itl_gaps, out)
     out["mean_queueing_ms"] = float(np.nanmean(requests["queueing_time"])) * 1000 if len(requests) else 0.0
     out["mean_hol_blocking_ms"] = float(requests["hol_blocking_time"].mean()) * 1000 if len(requests) else 0.0
-    out["p99_hol_blocking_ms"] = (float(np.percentile(requests["hol_blocking_time"], 99)) * 1000
-                                  if len(requests) else 0.0)
+    out["p99_hol_blocking_ms"] = (
+        float(np.percentile(requests["hol_blocking_time"], 99)) * 1000 if len(requests) else 0.0
+    )
     _goodput(fin, slo, duration, out)
     busy_figures(timeline, out)
     _counters(requests, steps, duration, out)
@@ -222,5 +239,6 @@ def _counters(requests: pd.DataFrame, steps: pd.DataFrame, duration: float, out:
     out["pauses_per_request"] = out["num_pauses"] / len(requests) if len(requests) else 0.0
     admitted = requests["num_cached_tokens"].notna() & requests["first_scheduled_time"].notna()
     prompt = int(requests.loc[admitted, "prompt_tokens"].sum())
-    out["prefix_cache_hit_rate"] = (int(requests.loc[admitted, "num_cached_tokens"].sum()) / prompt
-                                    if prompt else 0.0)
+    out["prefix_cache_hit_rate"] = (
+        int(requests.loc[admitted, "num_cached_tokens"].sum()) / prompt if prompt else 0.0
+    )

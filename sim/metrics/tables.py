@@ -7,10 +7,15 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-
 from schedsim.metrics.column import Column
-from schedsim.metrics.recorder import KIND_CODES, RESOURCES, STEP_FIELDS, TIMELINE_KINDS, MetricsRecorder, output_hash  # noqa: F401 (output_hash re-exported)
 from schedsim.metrics.jumps import fill_jump_steps, merge_jump_timeline
+from schedsim.metrics.recorder import (
+    KIND_CODES,
+    RESOURCES,
+    STEP_FIELDS,
+    TIMELINE_KINDS,
+    MetricsRecorder,
+)  # noqa: F401 (output_hash re-exported)
 from schedsim.metrics.rows import DTYPES
 
 
@@ -28,31 +33,35 @@ def requests_table(m: MetricsRecorder, targets: Sequence[int], rejected: set[str
         mean_itl = np.where(itl_n > 0, _view(b.itl_sum) / itl_n, np.nan)
     reasons = b.finish_reason
     if rejected:
-        reasons = [("rejected" if rid in rejected else reason)
-                   for rid, reason in zip(w.ids, reasons, strict=True)]
+        reasons = [
+            ("rejected" if rid in rejected else reason) for rid, reason in zip(w.ids, reasons, strict=True)
+        ]
     first_sched = _view(b.first_sched)
     counters = {name: _view(col) for name, col in b.counters.items()}
-    return pd.DataFrame({
-        "request_id": pd.array(w.ids, dtype="string"),
-        "arrival_time": arrival,
-        "prompt_tokens": np.asarray(w.prompt, dtype=np.int64),
-        "target_output_tokens": np.asarray(targets, dtype=np.int64),
-        "max_tokens": np.asarray(w.max_tokens, dtype=np.int64),
-        "first_scheduled_time": first_sched,
-        "queueing_time": first_sched - arrival,
-        "first_token_time": first_token,
-        "finish_time": finish,
-        "ttft": first_token - arrival,
-        "tpot": tpot,
-        "mean_itl": mean_itl,
-        "e2e": finish - arrival,
-        "num_output_tokens": num_out,
-        "num_cached_tokens": _view(b.cached),
-        "finish_reason": pd.array(reasons, dtype="string"),
-        **counters,
-        "hol_blocking_time": m.hol.per_request(),
-        "output_hash": hashes,
-    }, copy=False)
+    return pd.DataFrame(
+        {
+            "request_id": pd.array(w.ids, dtype="string"),
+            "arrival_time": arrival,
+            "prompt_tokens": np.asarray(w.prompt, dtype=np.int64),
+            "target_output_tokens": np.asarray(targets, dtype=np.int64),
+            "max_tokens": np.asarray(w.max_tokens, dtype=np.int64),
+            "first_scheduled_time": first_sched,
+            "queueing_time": first_sched - arrival,
+            "first_token_time": first_token,
+            "finish_time": finish,
+            "ttft": first_token - arrival,
+            "tpot": tpot,
+            "mean_itl": mean_itl,
+            "e2e": finish - arrival,
+            "num_output_tokens": num_out,
+            "num_cached_tokens": _view(b.cached),
+            "finish_reason": pd.array(reasons, dtype="string"),
+            **counters,
+            "hol_blocking_time": m.hol.per_request(),
+            "output_hash": hashes,
+        },
+        copy=False,
+    )
 
 
 def steps_table(m: MetricsRecorder) -> pd.DataFrame:
@@ -99,8 +108,9 @@ def timeline_table(m: MetricsRecorder) -> pd.DataFrame:
     m.release_timeline()  # the views keep the buffers alive only until merged
     if len(jumps):  # the fast-forward jumps' intervals, where they were appended
         k = KIND_CODES
-        cpu, gpu = merge_jump_timeline(jumps, cpu, gpu, (k["schedule"], k["prepare_inputs"],
-                                                         k["d2h_copy"], k["update_from_output"]))
+        cpu, gpu = merge_jump_timeline(
+            jumps, cpu, gpu, (k["schedule"], k["prepare_inputs"], k["d2h_copy"], k["update_from_output"])
+        )
     del jumps  # the records, before the final merge copies the streams again
     cpu[1], cpu[0], cpu[2], cpu[3] = _in_start_order(cpu[1], [cpu[0], cpu[2], cpu[3]])
     gpu = _in_start_order(gpu[0], gpu[1:])
@@ -117,10 +127,16 @@ def timeline_table(m: MetricsRecorder) -> pd.DataFrame:
         cpu[j] = gpu[j] = None  # type: ignore[call-overload]
         cols.append(out)
     kinds, start, end, step = cols
-    return pd.DataFrame({
-        "resource": pd.Categorical.from_codes((~is_cpu).view(np.int8), categories=list(RESOURCES)),
-        "kind": pd.Categorical.from_codes(kinds, categories=list(TIMELINE_KINDS)),
-        "start": start, "end": end, "step": step}, copy=False)
+    return pd.DataFrame(
+        {
+            "resource": pd.Categorical.from_codes((~is_cpu).view(np.int8), categories=list(RESOURCES)),
+            "kind": pd.Categorical.from_codes(kinds, categories=list(TIMELINE_KINDS)),
+            "start": start,
+            "end": end,
+            "step": step,
+        },
+        copy=False,
+    )
 
 
 def itl_table(m: MetricsRecorder) -> pd.DataFrame:
@@ -134,5 +150,11 @@ def itl_table(m: MetricsRecorder) -> pd.DataFrame:
         prev[0] = arrival[ids[0]]
         prev[1:] = np.where(ids[1:] == ids[:-1], times[:-1], arrival[ids[1:]])
     rid = np.array(m.columns.ids, dtype=object)
-    return pd.DataFrame({"request_id": pd.array(rid[ids], dtype="string"),
-                         "token_index": pos.astype(np.int64), "time": times, "itl": times - prev})
+    return pd.DataFrame(
+        {
+            "request_id": pd.array(rid[ids], dtype="string"),
+            "token_index": pos.astype(np.int64),
+            "time": times,
+            "itl": times - prev,
+        }
+    )

@@ -9,7 +9,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-
 from schedsim.outputs.plots import rate_over_time, save_figure, thin_rows
 
 
@@ -67,8 +66,9 @@ def plot_compare(results: Mapping[str, Any], out: Path) -> list[Path]:
     return paths
 
 
-def plot_metric_vs_knob(table: pd.DataFrame, x: str, metric: str, group_by: Sequence[str],
-                        path: Path | None = None) -> Figure:
+def plot_metric_vs_knob(
+    table: pd.DataFrame, x: str, metric: str, group_by: Sequence[str], path: Path | None = None
+) -> Figure:
     """One metric against the swept knob, one line per policy (and per other swept knob)."""
     fig = Figure(figsize=(7, 4.5), layout="constrained")
     ax = fig.subplots()
@@ -88,8 +88,9 @@ def plot_metric_vs_knob(table: pd.DataFrame, x: str, metric: str, group_by: Sequ
     return save_figure(fig, path)
 
 
-def plot_sweep(table: pd.DataFrame, x: str, metrics: Sequence[str], out: Path,
-               group_by: Sequence[str] = ("policy",)) -> list[Path]:
+def plot_sweep(
+    table: pd.DataFrame, x: str, metrics: Sequence[str], out: Path, group_by: Sequence[str] = ("policy",)
+) -> list[Path]:
     """A PNG per metric (present in the table) against the knob `x`."""
     if x not in table.columns:
         raise ValueError(f"sweep plot: the x knob {x!r} is not a column of the results table")

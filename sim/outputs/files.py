@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-
 from schedsim.outputs.figures import RUN_PLOTS, WORKER_COLUMNS
 
 # Files every `schedsim run` output directory holds (plots only without --no-plots).

@@ -33,8 +33,9 @@ def execute_notebook(path: Path, timeout: int = 1800, cwd: Path | None = None) -
     from nbclient import NotebookClient
 
     nb = jupytext.read(path)
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(cwd or path.parent)}})
+    client = NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(cwd or path.parent)}}
+    )
     client.execute()
     return nb
 
@@ -46,7 +47,7 @@ def _output_html(out: Any) -> str:
         cls = "out err" if out.get("name") == "stderr" else "out"
         return f'<pre class="{cls}">{html.escape(out.get("text", ""))}</pre>'
     if kind == "error":
-        text = f'{out.get("ename", "")}: {out.get("evalue", "")}'
+        text = f"{out.get('ename', '')}: {out.get('evalue', '')}"
         return f'<pre class="out err">{html.escape(text)}</pre>'
     data = out.get("data", {})
     if "image/png" in data:

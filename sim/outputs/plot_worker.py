@@ -26,7 +26,6 @@ from schedsim.outputs.figures import WORKER_COLUMNS
 def _warm() -> None:
     """The worker's start: the plotting imports and one small figure, off the parent's core."""
     from matplotlib.figure import Figure  # the worker exists to import matplotlib off this core
-
     from schedsim.outputs import plots  # noqa: F401 (the import is the point)
 
     fig = Figure(figsize=(2, 2), layout="constrained")
@@ -65,7 +64,8 @@ class PlotWorker:
     def __init__(self) -> None:
         """Spawn the process and start its warm-up at once (it runs while the parent simulates)."""
         self._pool: ProcessPoolExecutor | None = ProcessPoolExecutor(
-            max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_warm)
+            max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_warm
+        )
         self._started: Future[int] = self._pool.submit(_ping)
 
     def render(self, name: str, func: str, table: Any, path: Path) -> Future[str] | None:

@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
 from concurrent.futures import CancelledError, Future
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-
 from schedsim.outputs.figures import RUN_PLOTS
 
-MAX_BINS = 300        # time bins for rates over time (keeps the PNGs readable for long traces)
-MAX_POINTS = 20_000   # points per line before down-sampling
-TIMELINE_STEPS = 8    # steps shown interval by interval in the busy timeline's zoomed panel
-KIND_COLORS = {"schedule": "tab:blue", "prepare_inputs": "tab:cyan", "d2h_copy": "tab:purple",
-               "update_from_output": "tab:olive", "forward": "tab:green", "sample": "tab:red"}
+MAX_BINS = 300  # time bins for rates over time (keeps the PNGs readable for long traces)
+MAX_POINTS = 20_000  # points per line before down-sampling
+TIMELINE_STEPS = 8  # steps shown interval by interval in the busy timeline's zoomed panel
+KIND_COLORS = {
+    "schedule": "tab:blue",
+    "prepare_inputs": "tab:cyan",
+    "d2h_copy": "tab:purple",
+    "update_from_output": "tab:olive",
+    "forward": "tab:green",
+    "sample": "tab:red",
+}
 
 
 def save_figure(fig: Figure, path: Path | None) -> Figure:
@@ -39,8 +43,9 @@ def _bins(t_end: float) -> np.ndarray:
     return np.linspace(0.0, max(t_end, 1e-9), MAX_BINS + 1)
 
 
-def rate_over_time(times: pd.Series, weights: pd.Series | None,
-                   t_end: float) -> tuple[np.ndarray, np.ndarray]:
+def rate_over_time(
+    times: pd.Series, weights: pd.Series | None, t_end: float
+) -> tuple[np.ndarray, np.ndarray]:
     """(bin centres, amount per second) of events at `times`."""
     edges = _bins(t_end)
     t = times.to_numpy(dtype=float)
@@ -97,8 +102,9 @@ def _broken_bars(ax: Any, timeline: pd.DataFrame, t0: float, t1: float) -> None:
         part = window[window["resource"] == resource]
         for kind, grp in part.groupby("kind", sort=True):
             spans = list(zip(grp["start"] * 1e3, (grp["end"] - grp["start"]) * 1e3, strict=True))
-            ax.broken_barh(spans, (row - 0.4, 0.8), color=KIND_COLORS.get(str(kind), "tab:gray"),
-                           label=str(kind))
+            ax.broken_barh(
+                spans, (row - 0.4, 0.8), color=KIND_COLORS.get(str(kind), "tab:gray"), label=str(kind)
+            )
     ax.set(yticks=[0, 1], yticklabels=["GPU", "CPU"], xlim=(t0 * 1e3, t1 * 1e3), xlabel="time (ms)")
     ax.legend(loc="upper right", ncols=3, fontsize="small")
 

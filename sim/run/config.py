@@ -22,15 +22,23 @@ class RunConfig:
 
     # ---- what runs ----
     policy: str = _f("vllm-async", "registered policy name (see `schedsim policies`)")
-    policy_options: dict[str, Any] = _f({}, "extra keyword options for the policy's config "
-                                            "(a field of its SchedulerConfig subclass)")
-    engine: str = _f("auto", "engine loop: auto (follow policy.max_concurrent_batches), sync "
-                             "(EngineCore.step) or async (step_with_batch_queue)")
-    batch_queue_depth: int | None = _f(None, "batches in flight for the async engine "
-                                             "(None: policy.max_concurrent_batches, at least 2)")
+    policy_options: dict[str, Any] = _f(
+        {}, "extra keyword options for the policy's config (a field of its SchedulerConfig subclass)"
+    )
+    engine: str = _f(
+        "auto",
+        "engine loop: auto (follow policy.max_concurrent_batches), sync "
+        "(EngineCore.step) or async (step_with_batch_queue)",
+    )
+    batch_queue_depth: int | None = _f(
+        None, "batches in flight for the async engine (None: policy.max_concurrent_batches, at least 2)"
+    )
     # ---- workload ----
-    trace: str = _f("azure-conv-2023", "workload: a shipped trace name, a trace file path or a "
-                                       "generator spec understood by schedsim.traces.load_workload")
+    trace: str = _f(
+        "azure-conv-2023",
+        "workload: a shipped trace name, a trace file path or a "
+        "generator spec understood by schedsim.traces.load_workload",
+    )
     rate: float | None = _f(None, "rescale arrivals to this many requests per second (None: as traced)")
     max_requests: int | None = _f(None, "replay only the first N requests (None: all)")
     seed: int = _f(0, "seed of every random draw (synthetic tokens, draft acceptance, faults)")
@@ -40,14 +48,20 @@ class RunConfig:
     tp: int = _f(1, "tensor-parallel degree")
     latency_model: str = _f("auto", "GPU step-time model kind: auto, roofline, table or fitted")
     cpu_cost_scale: float = _f(1.0, "multiplier on every modelled CPU phase time (0 disables CPU cost)")
-    latency_calibration: str | None = _f(None, "calibration file written by `schedsim calibrate` "
-                                               "(None: the shipped profiles and fitted roofline)")
-    cpu_cost_file: str | None = _f(None, "CPU-cost calibration file from `schedsim calibrate --cpu` "
-                                         "(None: the documented defaults)")
+    latency_calibration: str | None = _f(
+        None,
+        "calibration file written by `schedsim calibrate` (None: the shipped profiles and fitted roofline)",
+    )
+    cpu_cost_file: str | None = _f(
+        None, "CPU-cost calibration file from `schedsim calibrate --cpu` (None: the documented defaults)"
+    )
     # ---- scheduler and KV cache (None: the policy's own default) ----
     block_size: int = _f(16, "KV cache block size in tokens")
-    num_gpu_blocks: int | None = _f(None, "KV pool size in blocks, null block included "
-                                          "(None: derived from GPU memory, weights and utilisation)")
+    num_gpu_blocks: int | None = _f(
+        None,
+        "KV pool size in blocks, null block included "
+        "(None: derived from GPU memory, weights and utilisation)",
+    )
     gpu_memory_utilization: float = _f(0.9, "fraction of GPU memory the engine may use")
     max_num_seqs: int | None = _f(None, "max requests per step (None: policy default)")
     max_num_batched_tokens: int | None = _f(None, "token budget per step (None: policy default)")
@@ -55,11 +69,15 @@ class RunConfig:
     enable_prefix_caching: bool | None = _f(None, "prefix caching on/off (None: policy default)")
     enable_chunked_prefill: bool | None = _f(None, "chunked prefill on/off (None: policy default)")
     scheduling_policy: str | None = _f(None, "fcfs or priority (None: policy default)")
-    max_tokens_source: str = _f("output", "max_tokens of requests whose trace row has none: 'output' "
-                                          "(the row's output length, as `vllm bench serve` sends it) "
-                                          "or 'cap' (max_tokens_cap; EOS stops them at their length)")
-    max_tokens_cap: int | None = _f(None, "max_tokens when max_tokens_source='cap' "
-                                          "(None: max_model_len - prompt)")
+    max_tokens_source: str = _f(
+        "output",
+        "max_tokens of requests whose trace row has none: 'output' "
+        "(the row's output length, as `vllm bench serve` sends it) "
+        "or 'cap' (max_tokens_cap; EOS stops them at their length)",
+    )
+    max_tokens_cap: int | None = _f(
+        None, "max_tokens when max_tokens_source='cap' (None: max_model_len - prompt)"
+    )
     # ---- speculative decoding (oracle) ----
     num_spec_tokens: int = _f(0, "draft tokens proposed per decode step (0: no speculative decoding)")
     spec_acceptance_rate: float = _f(0.7, "probability that each draft token is accepted (seeded draws)")
@@ -76,8 +94,11 @@ class RunConfig:
     record_itl: bool = _f(False, "also build the long per-token table RunResult.itl")
     max_sim_time: float | None = _f(None, "stop the simulation at this simulated time in s (None: run out)")
     # ---- simulator ----
-    fast_forward: bool = _f(True, "jump over steady decode stretches in closed form (exact: same "
-                                   "tables as step by step; docs/performance.md)")
+    fast_forward: bool = _f(
+        True,
+        "jump over steady decode stretches in closed form (exact: same "
+        "tables as step by step; docs/performance.md)",
+    )
 
     def __post_init__(self) -> None:
         """Reject impossible values, naming the field."""
@@ -86,11 +107,13 @@ class RunConfig:
         if self.engine not in ENGINE_MODES:
             raise ValueError(f"RunConfig.engine must be one of {ENGINE_MODES}, got {self.engine!r}")
         if self.max_tokens_source not in ("output", "cap"):
-            raise ValueError(f"RunConfig.max_tokens_source must be 'output' or 'cap', "
-                             f"got {self.max_tokens_source!r}")
+            raise ValueError(
+                f"RunConfig.max_tokens_source must be 'output' or 'cap', got {self.max_tokens_source!r}"
+            )
         if self.scheduling_policy not in (None, "fcfs", "priority"):
-            raise ValueError(f"RunConfig.scheduling_policy must be fcfs or priority, "
-                             f"got {self.scheduling_policy!r}")
+            raise ValueError(
+                f"RunConfig.scheduling_policy must be fcfs or priority, got {self.scheduling_policy!r}"
+            )
         if not isinstance(self.policy_options, dict):
             raise ValueError("RunConfig.policy_options must be a mapping of option name to value")
         for rid, t in self.abort_times.items():
@@ -102,14 +125,22 @@ class RunConfig:
         for name in ("tp", "block_size"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ValueError(f"RunConfig.{name} must be an integer >= 1, got {getattr(self, name)!r}")
-        for name in ("max_requests", "max_num_seqs", "max_num_batched_tokens", "max_model_len",
-                     "max_tokens_cap", "batch_queue_depth"):
+        for name in (
+            "max_requests",
+            "max_num_seqs",
+            "max_num_batched_tokens",
+            "max_model_len",
+            "max_tokens_cap",
+            "batch_queue_depth",
+        ):
             v = getattr(self, name)
             if v is not None and (not isinstance(v, int) or v < 1):
                 raise ValueError(f"RunConfig.{name} must be None or an integer >= 1, got {v!r}")
         if self.num_gpu_blocks is not None and self.num_gpu_blocks < 2:
-            raise ValueError(f"RunConfig.num_gpu_blocks must be None or >= 2 (block 0 is the null "
-                             f"block), got {self.num_gpu_blocks}")
+            raise ValueError(
+                f"RunConfig.num_gpu_blocks must be None or >= 2 (block 0 is the null "
+                f"block), got {self.num_gpu_blocks}"
+            )
         for name in ("rate", "slo_ttft_ms", "slo_tpot_ms", "slo_e2el_ms", "max_sim_time"):
             v = getattr(self, name)
             if v is not None and not v > 0:
@@ -118,8 +149,9 @@ class RunConfig:
     def _check_ranges(self) -> None:
         """Fractions, scales and counts with bounded ranges."""
         if not 0.0 < self.gpu_memory_utilization <= 1.0:
-            raise ValueError(f"RunConfig.gpu_memory_utilization must be in (0, 1], "
-                             f"got {self.gpu_memory_utilization}")
+            raise ValueError(
+                f"RunConfig.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
+            )
         for name in ("spec_acceptance_rate", "abort_fraction", "kv_load_failure_fraction"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"RunConfig.{name} must be in [0, 1], got {getattr(self, name)}")
@@ -130,8 +162,9 @@ class RunConfig:
         if not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"RunConfig.seed must be an integer >= 0, got {self.seed!r}")
         if not isinstance(self.num_spec_tokens, int) or self.num_spec_tokens < 0:
-            raise ValueError(f"RunConfig.num_spec_tokens must be an integer >= 0, "
-                             f"got {self.num_spec_tokens!r}")
+            raise ValueError(
+                f"RunConfig.num_spec_tokens must be an integer >= 0, got {self.num_spec_tokens!r}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as plain JSON-ready data."""

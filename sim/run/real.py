@@ -7,7 +7,6 @@ import time
 from typing import Any
 
 import pandas as pd
-
 from schedsim.engine.loop import Engine
 from schedsim.latency.fitted import steps_frame
 from schedsim.metrics.recorder import MetricsRecorder
@@ -34,8 +33,13 @@ class RealResolved:
     def describe(self) -> dict[str, Any]:
         """JSON-ready: the config plus what actually ran."""
         out = self.config.to_dict()
-        out.update(backend="real", backend_description=self.backend, num_gpu_blocks=self.num_gpu_blocks,
-                   max_model_len=self.max_model_len, resolved_policy_options=dict(self.policy_options))
+        out.update(
+            backend="real",
+            backend_description=self.backend,
+            num_gpu_blocks=self.num_gpu_blocks,
+            max_model_len=self.max_model_len,
+            resolved_policy_options=dict(self.policy_options),
+        )
         return out
 
 
@@ -72,15 +76,22 @@ class RealRun:
     depth: int
 
 
-def run_real(config: RunConfig | None = None, workload: pd.DataFrame | None = None,
-             backend: dict[str, Any] | None = None, warmup: bool = True, executor: Any = None) -> RunResult:
+def run_real(
+    config: RunConfig | None = None,
+    workload: pd.DataFrame | None = None,
+    backend: dict[str, Any] | None = None,
+    warmup: bool = True,
+    executor: Any = None,
+) -> RunResult:
     """Run one workload on the real backend; `backend` holds ExecutorConfig options (model, ops, ...)
     unless a ready `executor` is given. result.extra["real_steps"] is the measured steps table
     (`schedsim.latency.fitted.steps_frame`), ready for `fit_step_model`."""
     cfg = config or RunConfig()
     if cfg.num_spec_tokens:
-        raise ValueError("RunConfig.num_spec_tokens: the real backend has no drafter (speculative "
-                         "decoding runs in simulation only)")
+        raise ValueError(
+            "RunConfig.num_spec_tokens: the real backend has no drafter (speculative "
+            "decoding runs in simulation only)"
+        )
     wall0 = time.perf_counter()
     own = executor is None
     executor = executor or make_executor(cfg, backend)
@@ -90,11 +101,14 @@ def run_real(config: RunConfig | None = None, workload: pd.DataFrame | None = No
     options = policy_options(cfg, num_blocks, max_model_len)
     prep = prepare(load(cfg) if workload is None else select(workload, cfg), cfg, max_model_len)
     if prep.kv_load_failures:
-        raise ValueError("RunConfig.kv_load_failures / kv_load_failure_fraction: KV-load faults are "
-                         "injected in simulation only; the real backend has no remote KV to fail")
+        raise ValueError(
+            "RunConfig.kv_load_failures / kv_load_failure_fraction: KV-load faults are "
+            "injected in simulation only; the real backend has no remote KV to fail"
+        )
     _start_at_zero(prep)
-    prep.requests = real_requests(prep.requests, prep.targets, cfg.block_size,
-                                  executor.model.cfg.vocab_size, cfg.seed)
+    prep.requests = real_requests(
+        prep.requests, prep.targets, cfg.block_size, executor.model.cfg.vocab_size, cfg.seed
+    )
     policy = make_policy(cfg.policy, **options)
     depth = engine_depth(cfg, policy)
     engine = Engine(policy, batch_queue_depth=depth)
@@ -123,20 +137,39 @@ def add_backend_arguments(parser: Any, with_switch: bool = True) -> None:
     """`--backend real` and the real backend's options, for `schedsim run` / `compare` / `validate`."""
     g = parser.add_argument_group("real backend")
     if with_switch:
-        g.add_argument("--backend", choices=("sim", "real"), default="sim",
-                       help="sim: simulated time (default); real: run the policy on the real model")
-    g.add_argument("--real-model", default="tiny",
-                   help="backend model: a preset (tiny, mini, small, llama-1b), a config.json or a "
-                        "checkpoint folder with safetensors")
-    g.add_argument("--real-ops", choices=("auto", "torch", "triton"), default="auto",
-                   help="kernels: auto = Triton on CUDA, torch references on a CPU")
+        g.add_argument(
+            "--backend",
+            choices=("sim", "real"),
+            default="sim",
+            help="sim: simulated time (default); real: run the policy on the real model",
+        )
+    g.add_argument(
+        "--real-model",
+        default="tiny",
+        help="backend model: a preset (tiny, mini, small, llama-1b), a config.json or a "
+        "checkpoint folder with safetensors",
+    )
+    g.add_argument(
+        "--real-ops",
+        choices=("auto", "torch", "triton"),
+        default="auto",
+        help="kernels: auto = Triton on CUDA, torch references on a CPU",
+    )
     g.add_argument("--real-device", choices=("auto", "cpu", "cuda"), default="auto")
-    g.add_argument("--real-worker-thread", action="store_true",
-                   help="CPU: run the model on a worker thread so scheduling overlaps it")
+    g.add_argument(
+        "--real-worker-thread",
+        action="store_true",
+        help="CPU: run the model on a worker thread so scheduling overlaps it",
+    )
     g.add_argument("--real-seed", type=int, default=0, help="seed of the random weights")
 
 
 def backend_options(args: Any) -> dict[str, Any]:
     """ExecutorConfig options from the parsed `add_backend_arguments` flags."""
-    return {"model": args.real_model, "ops": args.real_ops, "device": args.real_device,
-            "cpu_worker_thread": args.real_worker_thread, "seed": args.real_seed}
+    return {
+        "model": args.real_model,
+        "ops": args.real_ops,
+        "device": args.real_device,
+        "cpu_worker_thread": args.real_worker_thread,
+        "seed": args.real_seed,
+    }

@@ -15,15 +15,24 @@ from schedsim.run.config import RunConfig
 from schedsim.run.toml_config import ConfigError
 
 # RunConfig fields forwarded to the policy's SchedulerConfig when the policy has them.
-POLICY_FIELDS = ("block_size", "num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens",
-                 "max_model_len", "enable_prefix_caching", "enable_chunked_prefill",
-                 "scheduling_policy", "num_spec_tokens")
+POLICY_FIELDS = (
+    "block_size",
+    "num_gpu_blocks",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "max_model_len",
+    "enable_prefix_caching",
+    "enable_chunked_prefill",
+    "scheduling_policy",
+    "num_spec_tokens",
+)
 
 
 def make_latency(cfg: RunConfig) -> Any:
     """The GPU step-time model from schedsim.latency, calibrated when the config names a file."""
-    return make_latency_model(cfg.model, cfg.gpu, cfg.tp, cfg.latency_model,
-                              calibration=cfg.latency_calibration)
+    return make_latency_model(
+        cfg.model, cfg.gpu, cfg.tp, cfg.latency_model, calibration=cfg.latency_calibration
+    )
 
 
 def make_cpu_model(cfg: RunConfig) -> Any:
@@ -48,10 +57,13 @@ class ResolvedRun:
     def describe(self) -> dict[str, Any]:
         """JSON-ready: the config, the resolved values and the models' descriptions."""
         out = self.config.to_dict()
-        out.update(num_gpu_blocks=self.num_gpu_blocks, max_model_len=self.max_model_len,
-                   resolved_policy_options=dict(self.policy_options),
-                   latency_model_description=self.latency_model.describe(),
-                   cpu_model_description=self.cpu_model.describe())
+        out.update(
+            num_gpu_blocks=self.num_gpu_blocks,
+            max_model_len=self.max_model_len,
+            resolved_policy_options=dict(self.policy_options),
+            latency_model_description=self.latency_model.describe(),
+            cpu_model_description=self.cpu_model.describe(),
+        )
         return out
 
 
@@ -61,8 +73,9 @@ def policy_options(cfg: RunConfig, num_gpu_blocks: int, max_model_len: int) -> d
     known = {f.name: f for f in dataclasses.fields(info.config_cls)}
     clash = sorted(set(cfg.policy_options) & set(POLICY_FIELDS))
     if clash:
-        raise ValueError(f"RunConfig.policy_options: set {clash} as RunConfig field(s), "
-                         "not as policy options")
+        raise ValueError(
+            f"RunConfig.policy_options: set {clash} as RunConfig field(s), not as policy options"
+        )
     values = {name: getattr(cfg, name) for name in POLICY_FIELDS}
     values.update(num_gpu_blocks=num_gpu_blocks, max_model_len=max_model_len)
     chunked = values["enable_chunked_prefill"]
@@ -76,8 +89,10 @@ def policy_options(cfg: RunConfig, num_gpu_blocks: int, max_model_len: int) -> d
     opts.update(cfg.policy_options)
     unknown = sorted(set(opts) - set(known))
     if unknown:
-        raise ValueError(f"RunConfig.policy_options: policy {cfg.policy!r} has no option(s) {unknown}; "
-                         f"known: {sorted(known)}")
+        raise ValueError(
+            f"RunConfig.policy_options: policy {cfg.policy!r} has no option(s) {unknown}; "
+            f"known: {sorted(known)}"
+        )
     info.config_cls(**opts)  # the policy's own validation, naming its field
     return opts
 
@@ -90,8 +105,7 @@ def resolve_run(cfg: RunConfig) -> ResolvedRun:
     if blocks is None:
         blocks = kv_pool_blocks(cfg.model, cfg.gpu, cfg.tp, cfg.block_size, cfg.gpu_memory_utilization)
     opts = policy_options(cfg, blocks, max_model_len)
-    return ResolvedRun(cfg, opts, blocks, max_model_len,
-                       make_latency(cfg), make_cpu_model(cfg))
+    return ResolvedRun(cfg, opts, blocks, max_model_len, make_latency(cfg), make_cpu_model(cfg))
 
 
 def check_config(config: RunConfig, label: str = "config") -> None:

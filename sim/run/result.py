@@ -26,7 +26,7 @@ REQUEST_COLUMNS: dict[str, str] = {
     "ttft": "s, first_token_time - arrival_time",
     "tpot": "s, (last token time - first token time) / (num_output_tokens - 1); NaN below 2 tokens",
     "mean_itl": "s, mean gap between consecutive token deliveries (a delivery of k tokens counts "
-                "k-1 gaps of 0 after the first, as vLLM's benchmark does)",
+    "k-1 gaps of 0 after the first, as vLLM's benchmark does)",
     "e2e": "s, finish_time - arrival_time",
     "num_output_tokens": "tokens delivered",
     "num_cached_tokens": "prefix-cache hit tokens at its first schedule",
@@ -36,7 +36,7 @@ REQUEST_COLUMNS: dict[str, str] = {
     "num_recomputed_tokens": "tokens computed again after preemption",
     "num_truncated_tokens": "tokens trimmed after a stop",
     "hol_blocking_time": "s waiting while a request ahead of it in the queue blocked admission "
-                         "and it itself would have fit in the leftover budget, seats and KV blocks",
+    "and it itself would have fit in the leftover budget, seats and KV blocks",
     "output_hash": "62-bit polynomial hash of the output token ids (compare runs: equal hash, equal tokens)",
 }
 
@@ -68,7 +68,7 @@ STEP_COLUMNS: dict[str, str] = {
 TIMELINE_COLUMNS: dict[str, str] = {
     "resource": "cpu | gpu",
     "kind": "cpu: schedule | prepare_inputs | d2h_copy | update_from_output; gpu: forward (a "
-            "deferred step's wait for its sampling release is idle, not busy)",
+    "deferred step's wait for its sampling release is idle, not busy)",
     "start": "s",
     "end": "s",
     "step": "step id the interval belongs to (-1: none)",
@@ -84,15 +84,46 @@ ITL_COLUMNS: dict[str, str] = {
 
 # Keys every summary has (plus goodput and any extra figures).
 SUMMARY_KEYS: tuple[str, ...] = (
-    "num_requests", "num_finished", "num_aborted", "num_unfinished", "duration_s",
-    "request_throughput", "output_throughput", "total_token_throughput",
-    "mean_ttft_ms", "median_ttft_ms", "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms",
-    "p99_tpot_ms", "mean_itl_ms", "median_itl_ms", "p99_itl_ms", "mean_e2el_ms", "median_e2el_ms",
-    "p99_e2el_ms", "mean_queueing_ms", "mean_hol_blocking_ms", "request_goodput",
-    "gpu_busy_s", "cpu_busy_s", "gpu_idle_fraction", "cpu_hidden_fraction",
-    "num_preemptions", "num_pauses", "preemption_rate", "recomputed_tokens", "truncated_tokens",
-    "mean_kv_usage", "max_kv_usage", "num_steps", "sim_wall_s",
-    "recomputed_share", "pauses_per_1k_steps", "pauses_per_request", "prefix_cache_hit_rate",
+    "num_requests",
+    "num_finished",
+    "num_aborted",
+    "num_unfinished",
+    "duration_s",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    "mean_ttft_ms",
+    "median_ttft_ms",
+    "p99_ttft_ms",
+    "mean_tpot_ms",
+    "median_tpot_ms",
+    "p99_tpot_ms",
+    "mean_itl_ms",
+    "median_itl_ms",
+    "p99_itl_ms",
+    "mean_e2el_ms",
+    "median_e2el_ms",
+    "p99_e2el_ms",
+    "mean_queueing_ms",
+    "mean_hol_blocking_ms",
+    "request_goodput",
+    "gpu_busy_s",
+    "cpu_busy_s",
+    "gpu_idle_fraction",
+    "cpu_hidden_fraction",
+    "num_preemptions",
+    "num_pauses",
+    "preemption_rate",
+    "recomputed_tokens",
+    "truncated_tokens",
+    "mean_kv_usage",
+    "max_kv_usage",
+    "num_steps",
+    "sim_wall_s",
+    "recomputed_share",
+    "pauses_per_1k_steps",
+    "pauses_per_request",
+    "prefix_cache_hit_rate",
 )
 
 

@@ -8,8 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from tqdm import tqdm
-
 from schedsim import accel
 from schedsim.engine.loop import Engine
 from schedsim.fastforward.stretch import FastForward
@@ -26,20 +24,30 @@ from schedsim.worlds.executor import SimExecutor
 from schedsim.worlds.inputs import InputStream
 from schedsim.worlds.oracle import WorkloadOracle
 from schedsim.worlds.simpy_world import SimWorld
+from tqdm import tqdm
 
 
-def simulate(config: RunConfig | None = None, workload: pd.DataFrame | None = None,
-             progress: bool = False, check_invariants: bool = False) -> RunResult:
+def simulate(
+    config: RunConfig | None = None,
+    workload: pd.DataFrame | None = None,
+    progress: bool = False,
+    check_invariants: bool = False,
+) -> RunResult:
     """Run one simulation; `workload` overrides config.trace (max_requests and rate still apply)."""
     cfg = config or RunConfig()
     wall0 = time.perf_counter()
     pin_mmap_threshold()  # long runs: columns grow in place, no heap fragmentation
     resolved = resolve_run(cfg)
-    prep = prepare(load(cfg) if workload is None else select(workload, cfg), cfg,
-                   resolved.max_model_len)
+    prep = prepare(load(cfg) if workload is None else select(workload, cfg), cfg, resolved.max_model_len)
     release_unused()  # the run keeps only the prepared columns
-    run = build_sim_run(cfg, resolved.policy_options, resolved.latency_model, resolved.cpu_model,
-                        prep, check_invariants=check_invariants)
+    run = build_sim_run(
+        cfg,
+        resolved.policy_options,
+        resolved.latency_model,
+        resolved.cpu_model,
+        prep,
+        check_invariants=check_invariants,
+    )
     bar = tqdm(total=len(prep), unit="req", desc="simulate", mininterval=0.5) if progress else None
     if bar is not None:
         run.world.on_progress = _bar_updater(bar, run.metrics)
@@ -74,23 +82,31 @@ def engine_depth(cfg: RunConfig, policy: Policy) -> int:
     return policy.max_concurrent_batches if cfg.batch_queue_depth is None else depth
 
 
-def build_sim_run(cfg: RunConfig, policy_options: dict[str, Any], latency_model: Any, cpu_model: Any,
-                  prep: PreparedWorkload, requests: Sequence[Request] | None = None,
-                  check_invariants: bool = False) -> SimRun:
+def build_sim_run(
+    cfg: RunConfig,
+    policy_options: dict[str, Any],
+    latency_model: Any,
+    cpu_model: Any,
+    prep: PreparedWorkload,
+    requests: Sequence[Request] | None = None,
+    check_invariants: bool = False,
+) -> SimRun:
     """Policy, oracle, engine, executor, world and recorder for a prepared workload.
 
     Requests are built when they arrive (a million-request replay never holds them all), unless
     ready-made `requests` (one per workload row) are given.
     """
     policy = make_policy(cfg.policy, **policy_options)
-    oracle = WorkloadOracle(cfg.seed, acceptance_rate=cfg.spec_acceptance_rate,
-                            kv_load_failures=prep.kv_load_failures)
+    oracle = WorkloadOracle(
+        cfg.seed, acceptance_rate=cfg.spec_acceptance_rate, kv_load_failures=prep.kv_load_failures
+    )
     depth = engine_depth(cfg, policy)
     jump = None
     if cfg.fast_forward and isinstance(policy, SupportsFastForward):
         jump = FastForward(policy.fast_forward(), cpu_model)
-    engine = Engine(policy, batch_queue_depth=depth, check_invariants=check_invariants,
-                    fast_forward=jump is not None)
+    engine = Engine(
+        policy, batch_queue_depth=depth, check_invariants=check_invariants, fast_forward=jump is not None
+    )
     rows = prep.arrival_rows()
     executor = SimExecutor(oracle, latency_model, propose_drafts=depth == 1)
     inputs = InputStream(prep.columns.arrival[rows], prep.aborts, make=prep.request)
@@ -101,9 +117,13 @@ def build_sim_run(cfg: RunConfig, policy_options: dict[str, Any], latency_model:
     return SimRun(policy, engine, world, metrics, depth, jump)
 
 
-def _arrival_factory(prep: PreparedWorkload, rows: Any, oracle: WorkloadOracle,
-                     metrics: MetricsRecorder, requests: Sequence[Request] | None
-                     ) -> Callable[[int], Request]:
+def _arrival_factory(
+    prep: PreparedWorkload,
+    rows: Any,
+    oracle: WorkloadOracle,
+    metrics: MetricsRecorder,
+    requests: Sequence[Request] | None,
+) -> Callable[[int], Request]:
     """Build (or take) the k-th arrival's Request when it is due; register it with oracle and
     metrics."""
     targets = prep.targets
@@ -114,19 +134,23 @@ def _arrival_factory(prep: PreparedWorkload, rows: Any, oracle: WorkloadOracle,
         oracle.add(req.request_id, int(targets[i]))
         metrics.admit(i, req)
         return req
+
     return make
 
 
 def _bar_updater(bar: Any, metrics: MetricsRecorder) -> Callable[[int], None]:
     """Advance the bar to the number of finished requests every 256 launches."""
+
     def update(step: int) -> None:
         if step & 255 == 0:
             bar.update(metrics.num_done - bar.n)
+
     return update
 
 
-def build_result(cfg: RunConfig, described: dict[str, Any], prep: PreparedWorkload, run: Any,
-                 wall: float) -> RunResult:
+def build_result(
+    cfg: RunConfig, described: dict[str, Any], prep: PreparedWorkload, run: Any, wall: float
+) -> RunResult:
     """The RunResult of a finished run (`run`: a SimRun, or any object with the same policy,
     metrics and depth): tables, summary, resolved config."""
     m: MetricsRecorder = run.metrics
@@ -147,4 +171,3 @@ def build_result(cfg: RunConfig, described: dict[str, Any], prep: PreparedWorklo
     core = accel.status()  # which build ran (speed only: both give the same tables)
     described["compiled_core"] = {"active": core.active, "reason": core.reason}
     return RunResult(requests, steps, timeline, summary, described, itl)
-

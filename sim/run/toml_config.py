@@ -37,8 +37,10 @@ def check_keys(cls: type, data: Mapping[str, Any], source: str) -> None:
     known = field_types(cls)
     for key in data:
         if key not in known:
-            raise ConfigError(f"{source}: unknown key {key!r} (not a {cls.__name__} field); "
-                              f"known keys: {', '.join(sorted(known))}")
+            raise ConfigError(
+                f"{source}: unknown key {key!r} (not a {cls.__name__} field); "
+                f"known keys: {', '.join(sorted(known))}"
+            )
 
 
 def _is_dataclass_type(tp: Any) -> bool:
@@ -81,8 +83,13 @@ def merge(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
-def resolve(cls: type, file: str | Path | None, overrides: Mapping[str, Any],
-            section: str | None = None, ignore: tuple[str, ...] = ()) -> Any:
+def resolve(
+    cls: type,
+    file: str | Path | None,
+    overrides: Mapping[str, Any],
+    section: str | None = None,
+    ignore: tuple[str, ...] = (),
+) -> Any:
     """Defaults, then the TOML file (optionally one of its tables), then the overrides."""
     data: dict[str, Any] = {}
     source = "command line"

@@ -7,12 +7,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-
-from schedsim.run.config import RunConfig
-from schedsim.worlds.oracle import request_key, uniform
 from schedsim.metrics.workload import WorkloadColumns
 from schedsim.policies import Request
+from schedsim.run.config import RunConfig
 from schedsim.traces import block_hashes_at, load_workload, scale_rate
+from schedsim.worlds.oracle import request_key, uniform
 
 REQUIRED = ("request_id", "arrival_time", "prompt_tokens", "output_tokens")
 
@@ -42,10 +41,17 @@ class PreparedWorkload:
     def request(self, i: int) -> Request:
         """A fresh, unscheduled Request for workload row i."""
         c, lora = self.columns, self.lora[i]  # .item(i): a Python scalar, no numpy scalar
-        return Request(c.ids[i], c.arrival.item(i), c.prompt.item(i), c.max_tokens.item(i),
-                       prompt_block_hashes=self.hashes[i], structured_output=self.structured.item(i),
-                       priority=c.priority.item(i), lora_id=None if lora is None else int(lora),
-                       num_spec_tokens=self.num_spec_tokens)
+        return Request(
+            c.ids[i],
+            c.arrival.item(i),
+            c.prompt.item(i),
+            c.max_tokens.item(i),
+            prompt_block_hashes=self.hashes[i],
+            structured_output=self.structured.item(i),
+            priority=c.priority.item(i),
+            lora_id=None if lora is None else int(lora),
+            num_spec_tokens=self.num_spec_tokens,
+        )
 
     @property
     def requests(self) -> list[Request]:
@@ -62,8 +68,9 @@ class PreparedWorkload:
         """Workload rows that reach the engine (all but the rejected), in workload order."""
         if not self.rejected:
             return np.arange(len(self))
-        return np.array([i for i, rid in enumerate(self.columns.ids) if rid not in self.rejected],
-                        dtype=np.int64)
+        return np.array(
+            [i for i, rid in enumerate(self.columns.ids) if rid not in self.rejected], dtype=np.int64
+        )
 
 
 def load(cfg: RunConfig) -> pd.DataFrame:
@@ -91,8 +98,10 @@ def _column(df: pd.DataFrame, name: str, default: object) -> list:
     """An optional column as a list with NA replaced by the default."""
     if name not in df.columns:
         return [default] * len(df)
-    return [default if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)) else v
-            for v in df[name].tolist()]
+    return [
+        default if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)) else v
+        for v in df[name].tolist()
+    ]
 
 
 def _max_tokens(df: pd.DataFrame, cfg: RunConfig, room: np.ndarray, outputs: np.ndarray) -> np.ndarray:
@@ -111,8 +120,10 @@ def _check_rows(ids: list[str], prompts: np.ndarray) -> None:
     """Reject impossible rows up front, naming the first bad request (Requests are built later)."""
     bad = np.flatnonzero(prompts < 1)
     if len(bad):
-        raise ValueError(f"request {ids[bad[0]]}: prompt_len must be >= 1 (workload row {bad[0]}, "
-                         f"column prompt_tokens = {prompts[bad[0]]})")
+        raise ValueError(
+            f"request {ids[bad[0]]}: prompt_len must be >= 1 (workload row {bad[0]}, "
+            f"column prompt_tokens = {prompts[bad[0]]})"
+        )
 
 
 def prepare(df: pd.DataFrame, cfg: RunConfig, max_model_len: int) -> PreparedWorkload:
@@ -131,11 +142,19 @@ def prepare(df: pd.DataFrame, cfg: RunConfig, max_model_len: int) -> PreparedWor
     prio = np.array(_column(df, "priority", 0), dtype=np.int64)
     cols = WorkloadColumns(ids, arrivals, prompts, _max_tokens(df, cfg, room, outputs), prio)
     lora = _column(df, "lora_id", None)
-    out = PreparedWorkload(cols, outputs, np.array(_column(df, "structured_output", False), dtype=bool),
-                           lora, _hashes(df, cfg.block_size), cfg.num_spec_tokens)
+    out = PreparedWorkload(
+        cols,
+        outputs,
+        np.array(_column(df, "structured_output", False), dtype=bool),
+        lora,
+        _hashes(df, cfg.block_size),
+        cfg.num_spec_tokens,
+    )
     out.rejected = {ids[i] for i in np.flatnonzero(room < 1)}  # vLLM refuses prompts with no room
     _fault_plan(out, cfg, ids, arrivals.tolist())
     return out
+
+
 def _fault_plan(out: PreparedWorkload, cfg: RunConfig, ids: list[str], arrivals: list[float]) -> None:
     """Explicit and seeded aborts and KV-load failures; unknown ids are errors."""
     known = set(ids)

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from schedsim.latency.base import StepShape
-from schedsim.worlds.oracle import WorkloadOracle, synthetic_token
 from schedsim.policies import Request, StepPlan, StepResult
+from schedsim.worlds.oracle import WorkloadOracle, synthetic_token
 
 
 @dataclass(slots=True, eq=False, init=False)  # explicit __init__: native when compiled
@@ -42,10 +42,19 @@ class SimStep:
     start: float
     end: float
 
-    def __init__(self, step: int, plan: StepPlan, result: StepResult, gpu_time: float,
-                 num_prefill_reqs: int = 0, num_decode_reqs: int = 0, num_prefill_tokens: int = 0,
-                 num_decode_tokens: int = 0, num_spec_tokens: int = 0,
-                 defer_sampling: bool = False) -> None:
+    def __init__(
+        self,
+        step: int,
+        plan: StepPlan,
+        result: StepResult,
+        gpu_time: float,
+        num_prefill_reqs: int = 0,
+        num_decode_reqs: int = 0,
+        num_prefill_tokens: int = 0,
+        num_decode_tokens: int = 0,
+        num_spec_tokens: int = 0,
+        defer_sampling: bool = False,
+    ) -> None:
         self.step, self.plan, self.result, self.gpu_time = step, plan, result, gpu_time
         self.num_prefill_reqs, self.num_decode_reqs = num_prefill_reqs, num_decode_reqs
         self.num_prefill_tokens, self.num_decode_tokens = num_prefill_tokens, num_decode_tokens
@@ -62,8 +71,9 @@ class SimExecutor:
         self.propose_drafts = propose_drafts
         self.next_position: dict[str, int] = {}  # request id -> next output position on the "worker"
 
-    def launch(self, plan: StepPlan, requests: Mapping[str, Request], step: int = -1,
-               defer_sampling: bool = False) -> SimStep:
+    def launch(
+        self, plan: StepPlan, requests: Mapping[str, Request], step: int = -1, defer_sampling: bool = False
+    ) -> SimStep:
         """Compute the step's sampled tokens and shape now; the world times its completion."""
         result = StepResult(step_id=plan.step_id)
         handle = SimStep(step, plan, result, 0.0, defer_sampling=defer_sampling)
@@ -83,13 +93,24 @@ class SimExecutor:
         for rid in plan.finished_req_ids:
             self.oracle.forget(rid)
         nxt = self.next_position
-        for ids in (plan.finished_req_ids, plan.preempted_req_ids, plan.paused_req_ids,
-                    plan.new_req_ids, plan.resumed_req_ids):
+        for ids in (
+            plan.finished_req_ids,
+            plan.preempted_req_ids,
+            plan.paused_req_ids,
+            plan.new_req_ids,
+            plan.resumed_req_ids,
+        ):
             for rid in ids:
                 nxt.pop(rid, None)
 
-    def _play(self, plan: StepPlan, requests: Mapping[str, Request], result: StepResult,
-              shape: StepShape, h: SimStep) -> None:
+    def _play(
+        self,
+        plan: StepPlan,
+        requests: Mapping[str, Request],
+        result: StepResult,
+        shape: StepShape,
+        h: SimStep,
+    ) -> None:
         """Classify each scheduled request and sample its tokens (the simulator's hot loop)."""
         oracle, spec, ctxs = self.oracle, plan.spec_decode_tokens, plan.context_lens
         sampled, drafts = result.sampled_token_ids, result.draft_token_ids

@@ -7,7 +7,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import numpy as np
-
 from schedsim.engine.waits import Inputs
 from schedsim.policies import Request
 
@@ -23,8 +22,12 @@ class InputStream:
     only when it is due: a million-request replay never holds a million Requests.
     """
 
-    def __init__(self, arrivals: Sequence[Any], aborts: Sequence[tuple[float, str]],
-                 make: Callable[[int], Request] | None = None) -> None:
+    def __init__(
+        self,
+        arrivals: Sequence[Any],
+        aborts: Sequence[tuple[float, str]],
+        make: Callable[[int], Request] | None = None,
+    ) -> None:
         """arrivals: Requests, or (with `make`) arrival times."""
         if make is None:
             ready: list[Request] = list(arrivals)
@@ -34,8 +37,9 @@ class InputStream:
             times = np.asarray(arrivals, dtype=float)
         abort_times = np.array([t for t, _ in aborts], dtype=float)
         all_times = np.concatenate([times, abort_times])
-        kinds = np.concatenate([np.full(len(times), ARRIVAL, dtype=np.int8),
-                                np.full(len(abort_times), ABORT, dtype=np.int8)])
+        kinds = np.concatenate(
+            [np.full(len(times), ARRIVAL, dtype=np.int8), np.full(len(abort_times), ABORT, dtype=np.int8)]
+        )
         refs = np.concatenate([np.arange(len(times)), np.arange(len(abort_times))])
         order = np.lexsort((refs, kinds, all_times))  # by time, arrivals before aborts, then order
         self.times: list[float] = all_times[order].tolist()

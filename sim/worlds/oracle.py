@@ -20,7 +20,6 @@ from typing import Any, Final
 
 import numpy as np
 from mypy_extensions import i64
-
 from schedsim import accel
 from schedsim.policies import Request
 
@@ -77,8 +76,13 @@ def uniform(key: int) -> float:
 class WorkloadOracle:
     """Knows each request's true output length and answers what the model samples."""
 
-    def __init__(self, seed: int = 0, vocab_size: int = 32000, acceptance_rate: float = 0.7,
-                 kv_load_failures: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        seed: int = 0,
+        vocab_size: int = 32000,
+        acceptance_rate: float = 0.7,
+        kv_load_failures: Iterable[str] = (),
+    ) -> None:
         if vocab_size < 8:
             raise ValueError(f"WorkloadOracle.vocab_size must be >= 8, got {vocab_size}")
         if not 0.0 <= acceptance_rate <= 1.0:
@@ -156,8 +160,7 @@ class WorkloadOracle:
             req, first, row = reqs[j], firsts[j], rows[j]
             eos, stops = req.eos_token_id, req.stop_token_ids
             # synthetic ids are >= 3: an EOS id below cannot be among them (no scan)
-            if (eos is not None and eos >= 3 and eos in row) or (
-                    stops and not set(stops).isdisjoint(row)):
+            if (eos is not None and eos >= 3 and eos in row) or (stops and not set(stops).isdisjoint(row)):
                 row[:] = [self.token(req, first + p) for p in range(count)]  # ids token() remaps
             elif eos is not None and not req.ignore_eos:
                 last = info[req.request_id][1]

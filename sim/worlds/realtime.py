@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schedsim.engine.loop import Engine
+from schedsim.engine.waits import CpuPhase, Launch, PollInputs, Sample, WaitArrival, WaitStep
 from schedsim.latency.base import StepShape
 from schedsim.metrics.recorder import MetricsRecorder
 from schedsim.policies import Request, StepPlan
-from schedsim.engine.waits import CpuPhase, Launch, PollInputs, Sample, WaitArrival, WaitStep
 from schedsim.worlds.simpy_world import InputStream
 
 NAN = math.nan
@@ -67,8 +67,14 @@ def classify(step: RealStep, requests: Any) -> None:
 class RealTimeWorld:
     """Drives one engine on a real executor (anything with launch/collect) in wall-clock time."""
 
-    def __init__(self, engine: Engine, executor: Any, inputs: InputStream,
-                 metrics: MetricsRecorder | None = None, until: float | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        executor: Any,
+        inputs: InputStream,
+        metrics: MetricsRecorder | None = None,
+        until: float | None = None,
+    ) -> None:
         self.engine, self.executor, self.inputs = engine, executor, inputs
         self.metrics, self.until = metrics, until
         self.t0 = time.perf_counter()
@@ -170,13 +176,17 @@ def synthesize_prompt(req: Request, block_size: int, vocab_size: int, seed: int)
     return tokens
 
 
-def real_requests(requests: list[Request], targets: list[int], block_size: int, vocab_size: int,
-                  seed: int) -> list[Request]:
+def real_requests(
+    requests: list[Request], targets: list[int], block_size: int, vocab_size: int, seed: int
+) -> list[Request]:
     """Requests the model can run: token ids synthesized where missing, and (random weights never
     say EOS on cue) max_tokens capped at the trace's output length with EOS ignored."""
     out = []
     for req, target in zip(requests, targets, strict=True):
         ids = req.prompt_token_ids or synthesize_prompt(req, block_size, vocab_size, seed)
-        out.append(dataclasses.replace(req, prompt_token_ids=ids, ignore_eos=True,
-                                       max_tokens=max(1, min(req.max_tokens, target))))
+        out.append(
+            dataclasses.replace(
+                req, prompt_token_ids=ids, ignore_eos=True, max_tokens=max(1, min(req.max_tokens, target))
+            )
+        )
     return out

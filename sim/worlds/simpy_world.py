@@ -16,7 +16,6 @@ from collections.abc import Callable
 from typing import Any
 
 import simpy
-
 from schedsim.engine.loop import Engine
 from schedsim.engine.waits import CpuPhase, Jump, Launch, PollInputs, Sample, WaitArrival, WaitStep
 from schedsim.metrics.column import Column
@@ -37,10 +36,17 @@ class SimWorld:
     `schedsim.fastforward.stretch` jump many steps and land on the very same floats.
     """
 
-    def __init__(self, engine: Engine, executor: SimExecutor, cpu_model: Any, inputs: InputStream,
-                 metrics: MetricsRecorder | None = None, until: float | None = None,
-                 on_progress: Callable[[int], None] | None = None,
-                 jump: Callable[[SimWorld], int] | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        executor: SimExecutor,
+        cpu_model: Any,
+        inputs: InputStream,
+        metrics: MetricsRecorder | None = None,
+        until: float | None = None,
+        on_progress: Callable[[int], None] | None = None,
+        jump: Callable[[SimWorld], int] | None = None,
+    ) -> None:
         self.env = simpy.Environment(initial_time=min(0.0, inputs.next_time() or 0.0))
         self.engine, self.executor, self.cpu_model = engine, executor, cpu_model
         self.inputs, self.metrics = inputs, metrics

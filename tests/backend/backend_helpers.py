@@ -6,8 +6,7 @@ import torch
 from schedsim.backend.kernels import AttentionMetadata
 
 
-def make_batch(seqs: list[tuple[int, int]], page: int, num_blocks: int,
-               seed: int = 0) -> AttentionMetadata:
+def make_batch(seqs: list[tuple[int, int]], page: int, num_blocks: int, seed: int = 0) -> AttentionMetadata:
     """Metadata for sequences given as (cached context, new tokens), on shuffled pages."""
     g = torch.Generator().manual_seed(seed)
     free = (torch.randperm(num_blocks - 1, generator=g) + 1).tolist()
@@ -22,9 +21,14 @@ def make_batch(seqs: list[tuple[int, int]], page: int, num_blocks: int,
         lens.append(seq_len)
     width = max(len(t) for t in tables)
     bt = torch.tensor([t + [0] * (width - len(t)) for t in tables], dtype=torch.int32)
-    return AttentionMetadata(torch.tensor(qsl, dtype=torch.int32), torch.tensor(lens, dtype=torch.int32),
-                             bt, torch.tensor(slots, dtype=torch.int64),
-                             max(n for _, n in seqs), max(lens))
+    return AttentionMetadata(
+        torch.tensor(qsl, dtype=torch.int32),
+        torch.tensor(lens, dtype=torch.int32),
+        bt,
+        torch.tensor(slots, dtype=torch.int64),
+        max(n for _, n in seqs),
+        max(lens),
+    )
 
 
 def max_err(a: torch.Tensor, b: torch.Tensor) -> float:

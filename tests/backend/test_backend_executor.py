@@ -33,10 +33,14 @@ def greedy(ex: RealExecutor, prompt: list[int], n: int) -> list[int]:
 
 def plan(step: int, sched: dict[str, tuple[int, int]], tables: dict[str, list[int]], **ids) -> StepPlan:
     """A plan from {rid: (context, num_tokens)}."""
-    return StepPlan(step_id=step, num_scheduled_tokens={r: n for r, (_, n) in sched.items()},
-                    total_num_scheduled_tokens=sum(n for _, n in sched.values()),
-                    context_lens={r: c for r, (c, _) in sched.items()},
-                    block_ids={r: tables[r] for r in sched}, **ids)
+    return StepPlan(
+        step_id=step,
+        num_scheduled_tokens={r: n for r, (_, n) in sched.items()},
+        total_num_scheduled_tokens=sum(n for _, n in sched.values()),
+        context_lens={r: c for r, (c, _) in sched.items()},
+        block_ids={r: tables[r] for r in sched},
+        **ids,
+    )
 
 
 def req(rid: str, prompt: list[int]) -> Request:

@@ -12,12 +12,12 @@ from schedsim.backend import ExecutorConfig, RealExecutor  # noqa: E402
 from schedsim.backend.kernels import get_ops  # noqa: E402
 from schedsim.backend.kernels import reference as ref  # noqa: E402
 
-pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 
-@pytest.mark.parametrize("dtype,dim,tol", [(torch.float16, 128, 4e-3), (torch.bfloat16, 64, 3e-2),
-                                           (torch.float32, 64, 1e-4)])
+@pytest.mark.parametrize(
+    "dtype,dim,tol", [(torch.float16, 128, 4e-3), (torch.bfloat16, 64, 3e-2), (torch.float32, 64, 1e-4)]
+)
 def test_compiled_paged_attention_at_real_shapes(dtype, dim, tol):
     seqs = [(0, 300), (1000, 64), (517, 1), (2047, 1), (0, 1), (33, 17)]
     seqs += [(200 + 37 * i, 1) for i in range(40)]
@@ -26,8 +26,8 @@ def test_compiled_paged_attention_at_real_shapes(dtype, dim, tol):
     kc = torch.randn(1200, 16, 8, dim, generator=g).to(dtype)
     vc = torch.randn(1200, 16, 8, dim, generator=g).to(dtype)
     q = torch.randn(int(meta.query_start_loc[-1]), 32, dim, generator=g).to(dtype)
-    want = ref.paged_attention_ref(q.cuda(), kc.cuda(), vc.cuda(), meta, dim ** -0.5)
-    got = get_ops("triton").paged_attention(q.cuda(), kc.cuda(), vc.cuda(), meta.to("cuda"), dim ** -0.5)
+    want = ref.paged_attention_ref(q.cuda(), kc.cuda(), vc.cuda(), meta, dim**-0.5)
+    got = get_ops("triton").paged_attention(q.cuda(), kc.cuda(), vc.cuda(), meta.to("cuda"), dim**-0.5)
     assert max_err(got, want) < tol
 
 
@@ -60,8 +60,11 @@ def test_cuda_executor_async_steps_match_dense_greedy():
     """Two steps in flight on CUDA: the second feeds on the first's sampled tokens on the device."""
     from schedsim.policies import Request, StepPlan
 
-    ex = RealExecutor.from_config(ExecutorConfig(model="mini", block_size=16, num_blocks=64,
-                                                 device="cuda", dtype="float32", ops="triton", seed=4))
+    ex = RealExecutor.from_config(
+        ExecutorConfig(
+            model="mini", block_size=16, num_blocks=64, device="cuda", dtype="float32", ops="triton", seed=4
+        )
+    )
     prompts = {"a": list(range(5, 40)), "b": list(range(100, 117))}
     reqs = {r: Request(r, 0.0, len(p), 4, prompt_token_ids=p) for r, p in prompts.items()}
     tables = {"a": [1, 2, 3], "b": [4, 5]}
@@ -70,9 +73,14 @@ def test_cuda_executor_async_steps_match_dense_greedy():
     outputs: dict[str, list[int]] = {r: [] for r in prompts}
     inflight = []
     for step in range(4):
-        plan = StepPlan(step_id=step, num_scheduled_tokens=dict(sched),
-                        total_num_scheduled_tokens=sum(sched.values()), context_lens=dict(ctx),
-                        block_ids=tables, new_req_ids=list(prompts) if step == 0 else [])
+        plan = StepPlan(
+            step_id=step,
+            num_scheduled_tokens=dict(sched),
+            total_num_scheduled_tokens=sum(sched.values()),
+            context_lens=dict(ctx),
+            block_ids=tables,
+            new_req_ids=list(prompts) if step == 0 else [],
+        )
         inflight.append(ex.launch(plan, reqs))
         for r in prompts:
             ctx[r] += sched[r]

@@ -29,8 +29,11 @@ def _dense_attention(q, k, v, context):
 
 
 @settings(max_examples=20, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 20), st.integers(1, 9)), min_size=1, max_size=4),
-       st.sampled_from([1, 3, 4]), st.integers(0, 10_000))
+@given(
+    st.lists(st.tuples(st.integers(0, 20), st.integers(1, 9)), min_size=1, max_size=4),
+    st.sampled_from([1, 3, 4]),
+    st.integers(0, 10_000),
+)
 def test_reference_paged_attention_equals_dense_attention(seqs, page, seed):
     """Property: reading K/V page by page through a shuffled block table changes nothing."""
     heads, kv_heads, dim, num_blocks = 4, 2, 8, 128
@@ -39,7 +42,7 @@ def test_reference_paged_attention_equals_dense_attention(seqs, page, seed):
     kc = torch.randn(num_blocks, page, kv_heads, dim, generator=g)
     vc = torch.randn(num_blocks, page, kv_heads, dim, generator=g)
     q = torch.randn(int(meta.query_start_loc[-1]), heads, dim, generator=g)
-    out = ref.paged_attention_ref(q, kc, vc, meta, dim ** -0.5)
+    out = ref.paged_attention_ref(q, kc, vc, meta, dim**-0.5)
     for i, (ctx, n) in enumerate(seqs):
         a, b = int(meta.query_start_loc[i]), int(meta.query_start_loc[i + 1])
         k = ref.gather_kv(kc, meta.block_tables[i], ctx + n)
@@ -74,10 +77,14 @@ def test_index_checks_refuse_bad_tables_and_slots():
 
 
 @needs_triton
-@pytest.mark.parametrize("dtype,dim,page,heads,kv_heads,tol", [
-    (torch.float32, 16, 4, 6, 2, 1e-5),  # group of 3: tiles mix heads of several tokens
-    (torch.float16, 12, 16, 4, 1, 3e-3),  # multi-query, head_dim not a power of 2
-    (torch.bfloat16, 16, 4, 2, 2, 3e-2)])  # plain multi-head
+@pytest.mark.parametrize(
+    "dtype,dim,page,heads,kv_heads,tol",
+    [
+        (torch.float32, 16, 4, 6, 2, 1e-5),  # group of 3: tiles mix heads of several tokens
+        (torch.float16, 12, 16, 4, 1, 3e-3),  # multi-query, head_dim not a power of 2
+        (torch.bfloat16, 16, 4, 2, 2, 3e-2),
+    ],
+)  # plain multi-head
 def test_triton_paged_attention_mixed_batch(dtype, dim, page, heads, kv_heads, tol):
     """Prefill from scratch, a chunk over cached context, decodes and a >16-token chunk in one launch."""
     ops = get_ops("triton")
@@ -87,9 +94,9 @@ def test_triton_paged_attention_mixed_batch(dtype, dim, page, heads, kv_heads, t
     kc = torch.randn(24, page, kv_heads, dim, generator=g).to(dtype)
     vc = torch.randn(24, page, kv_heads, dim, generator=g).to(dtype)
     q = torch.randn(int(meta.query_start_loc[-1]), heads, dim, generator=g).to(dtype)
-    out = ops.paged_attention(q.to(DEV), kc.to(DEV), vc.to(DEV), meta_dev, dim ** -0.5).cpu()
+    out = ops.paged_attention(q.to(DEV), kc.to(DEV), vc.to(DEV), meta_dev, dim**-0.5).cpu()
     assert out.dtype == dtype
-    assert max_err(out, ref.paged_attention_ref(q, kc, vc, meta, dim ** -0.5)) < tol
+    assert max_err(out, ref.paged_attention_ref(q, kc, vc, meta, dim**-0.5)) < tol
 
 
 @needs_triton
@@ -106,8 +113,11 @@ def test_triton_attention_refuses_bad_block_table_before_launch():
 def test_triton_pointwise_kernels_match_references(dtype, tol):
     ops = get_ops("triton")
     g = torch.Generator().manual_seed(2)
-    x, res, w = (torch.randn(7, 48, generator=g).to(dtype), torch.randn(7, 48, generator=g).to(dtype),
-                 torch.randn(48, generator=g).to(dtype))
+    x, res, w = (
+        torch.randn(7, 48, generator=g).to(dtype),
+        torch.randn(7, 48, generator=g).to(dtype),
+        torch.randn(48, generator=g).to(dtype),
+    )
     got = ops.rms_norm(x.to(DEV), w.to(DEV), 1e-5, res.to(DEV))
     for got_t, want in zip(got, ref.rms_norm_ref(x, w, 1e-5, res), strict=True):
         assert max_err(got_t.cpu(), want) < tol * 10

@@ -14,8 +14,14 @@ from schedsim.backend.config import load_model_config  # noqa: E402
 from schedsim.backend.kernels import TorchOps  # noqa: E402
 from schedsim.backend.sampling import SamplingConfig, sample, top_p_filter  # noqa: E402
 
-TINY = dict(vocab_size=97, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2)
+TINY = dict(
+    vocab_size=97,
+    hidden_size=32,
+    intermediate_size=48,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+)
 
 
 def test_config_reads_hf_json_and_names_bad_fields(tmp_path):

@@ -7,27 +7,31 @@ import pytest
 torch = pytest.importorskip("torch")
 pd = pytest.importorskip("pandas")
 
-from schedsim.run.config import RunConfig  # noqa: E402
-from schedsim.metrics.tables import output_hash  # noqa: E402
+from schedsim.metrics.recorder import output_hash  # noqa: E402
 from schedsim.policies import Request  # noqa: E402
-from schedsim.worlds.realtime import synthesize_prompt  # noqa: E402
+from schedsim.run.config import RunConfig  # noqa: E402
 from schedsim.run.real import run_real  # noqa: E402
+from schedsim.worlds.realtime import synthesize_prompt  # noqa: E402
 
 
 def workload(n: int = 10) -> pd.DataFrame:
-    return pd.DataFrame({"request_id": [f"q{i}" for i in range(n)],
-                         "arrival_time": [5.0 + 0.01 * i for i in range(n)],
-                         "prompt_tokens": [9 + 5 * i for i in range(n)],
-                         "output_tokens": [4 + i % 3 for i in range(n)]})
+    return pd.DataFrame(
+        {
+            "request_id": [f"q{i}" for i in range(n)],
+            "arrival_time": [5.0 + 0.01 * i for i in range(n)],
+            "prompt_tokens": [9 + 5 * i for i in range(n)],
+            "output_tokens": [4 + i % 3 for i in range(n)],
+        }
+    )
 
 
 def config(policy: str, **kw) -> RunConfig:
-    return RunConfig(policy=policy, block_size=4, num_gpu_blocks=128, max_num_seqs=4,
-                     max_model_len=128, **kw)
+    return RunConfig(policy=policy, block_size=4, num_gpu_blocks=128, max_num_seqs=4, max_model_len=128, **kw)
 
 
-@pytest.mark.parametrize("policy,kw", [("vllm", {"max_num_batched_tokens": 32}),
-                                       ("vllm-async", {"max_num_batched_tokens": 16})])
+@pytest.mark.parametrize(
+    "policy,kw", [("vllm", {"max_num_batched_tokens": 32}), ("vllm-async", {"max_num_batched_tokens": 16})]
+)
 def test_real_run_fills_the_simulator_tables(policy, kw):
     result = run_real(config(policy, **kw), workload(), {"model": "tiny", "seed": 2}, warmup=False)
     req, steps, tl = result.requests, result.steps, result.timeline
@@ -44,9 +48,12 @@ def test_real_run_fills_the_simulator_tables(policy, kw):
 def test_sync_and_async_engines_produce_identical_tokens():
     hashes = []
     for policy, chunk in (("vllm", 64), ("vllm-async", 8), ("vllm-async", 64)):
-        result = run_real(config(policy, max_num_batched_tokens=chunk), workload(),
-                          {"model": "tiny", "seed": 2, "cpu_worker_thread": policy == "vllm-async"},
-                          warmup=policy == "vllm")
+        result = run_real(
+            config(policy, max_num_batched_tokens=chunk),
+            workload(),
+            {"model": "tiny", "seed": 2, "cpu_worker_thread": policy == "vllm-async"},
+            warmup=policy == "vllm",
+        )
         hashes.append(result.requests.output_hash.tolist())
     assert hashes[0] == hashes[1] == hashes[2]
     assert len(set(hashes[0])) > 1  # the requests really differ
@@ -65,8 +72,13 @@ def test_validate_compares_the_real_run_with_the_simulator_fitted_to_it(tmp_path
     from schedsim.backend.calibrate import CalibrationGrid
     from schedsim.experiments.validate import validate
 
-    grid = CalibrationGrid(prefill_tokens=(0, 8, 32), prefill_context=(0, 16), num_decodes=(0, 1, 4),
-                           decode_context=(8, 32), repeats=1)
+    grid = CalibrationGrid(
+        prefill_tokens=(0, 8, 32),
+        prefill_context=(0, 16),
+        num_decodes=(0, 1, 4),
+        decode_context=(8, 32),
+        repeats=1,
+    )
     report = validate(config("vllm-async", max_num_batched_tokens=16), workload(6), {"model": "tiny"}, grid)
     s = report.summary
     assert s["num_requests"] == 6 and s["same_output_lengths"]
@@ -94,4 +106,3 @@ def test_backend_flags_become_executor_options():
     cfg = ExecutorConfig(**backend_options(args))
     assert (cfg.model, cfg.ops, cfg.device, cfg.cpu_worker_thread) == ("mini", "torch", "auto", False)
     assert parser.parse_args([]).backend == "sim"
-

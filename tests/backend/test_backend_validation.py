@@ -26,19 +26,35 @@ def workload(eos: dict[str, int] | None = None) -> list[Request]:
         own = [rng.randrange(3, 500) for _ in range(rng.randrange(2, 12))]
         prompt = shared + own if i % 2 == 0 else own + own[:3]
         rid = f"r{i}"
-        out.append(Request(rid, 0.0, len(prompt), 5 + i, prompt_token_ids=prompt,
-                           ignore_eos=eos is None, eos_token_id=(eos or {}).get(rid)))
+        out.append(
+            Request(
+                rid,
+                0.0,
+                len(prompt),
+                5 + i,
+                prompt_token_ids=prompt,
+                ignore_eos=eos is None,
+                eos_token_id=(eos or {}).get(rid),
+            )
+        )
     return out
 
 
-def run(policy: str, executor: RealExecutor, requests: list[Request], depth: int | None = None,
-        **options) -> tuple[dict[str, list[int]], dict[str, Request]]:
+def run(
+    policy: str, executor: RealExecutor, requests: list[Request], depth: int | None = None, **options
+) -> tuple[dict[str, list[int]], dict[str, Request]]:
     """vLLM's step_with_batch_queue in miniature: keep `depth` steps in flight, FIFO."""
     info = get_policy_info(policy)
     chunked = options.pop("chunked", info.config_cls().enable_chunked_prefill)
     options.setdefault("max_num_batched_tokens", 16 if chunked else 64)
-    pol = info.make(block_size=BS, num_gpu_blocks=executor.config.num_blocks, max_num_seqs=4,
-                    max_model_len=options.pop("max_model_len", 64), enable_chunked_prefill=chunked, **options)
+    pol = info.make(
+        block_size=BS,
+        num_gpu_blocks=executor.config.num_blocks,
+        max_num_seqs=4,
+        max_model_len=options.pop("max_model_len", 64),
+        enable_chunked_prefill=chunked,
+        **options,
+    )
     live = {r.request_id: r for r in requests}
     for r in requests:
         pol.add_request(r)
@@ -74,19 +90,32 @@ def fresh(shared, num_blocks: int = 64, **kw) -> RealExecutor:
     return RealExecutor(model, cfg)
 
 
-@pytest.mark.parametrize("policy,chunk,prefix", [
-    ("vllm", 64, True), ("vllm", 5, False), ("vllm-async", 64, True), ("vllm-async", 7, True),
-    ("vllm-async", 5, False)])
+@pytest.mark.parametrize(
+    "policy,chunk,prefix",
+    [
+        ("vllm", 64, True),
+        ("vllm", 5, False),
+        ("vllm-async", 64, True),
+        ("vllm-async", 7, True),
+        ("vllm-async", 5, False),
+    ],
+)
 def test_vllm_policies_match_dense_reference(shared, policy, chunk, prefix):
-    outputs, _ = run(policy, fresh(shared), workload(), max_num_batched_tokens=chunk,
-                     enable_prefix_caching=prefix)
+    outputs, _ = run(
+        policy, fresh(shared), workload(), max_num_batched_tokens=chunk, enable_prefix_caching=prefix
+    )
     assert outputs == shared[1]
 
 
-@pytest.mark.parametrize("policy,options,counter", [
-    ("vllm", {}, "num_preemptions"), ("vllm-async", {}, "num_preemptions"),
-    ("vllm-async", {"defer_block_free": True}, "num_preemptions"),
-    ("trtllm:max-utilization", {}, "num_pauses")])
+@pytest.mark.parametrize(
+    "policy,options,counter",
+    [
+        ("vllm", {}, "num_preemptions"),
+        ("vllm-async", {}, "num_preemptions"),
+        ("vllm-async", {"defer_block_free": True}, "num_preemptions"),
+        ("trtllm:max-utilization", {}, "num_pauses"),
+    ],
+)
 def test_forced_preemptions_and_pauses_recompute_the_same_tokens(shared, policy, options, counter):
     requests = workload()
     outputs, live = run(policy, fresh(shared, num_blocks=10), requests, max_model_len=32, **options)
@@ -109,7 +138,7 @@ def test_worker_thread_and_eos_finishes(shared):
     outputs, _ = run("vllm-async", ex, workload(eos))
     ex.close()
     for rid, toks in shared[1].items():
-        assert outputs[rid] == toks[:toks.index(eos[rid]) + 1]
+        assert outputs[rid] == toks[: toks.index(eos[rid]) + 1]
     assert ex.states == {}  # finished requests were dropped
 
 
@@ -125,8 +154,10 @@ def test_seeded_sampling_is_identical_across_engines_and_chunking(shared):
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on CUDA the gpu tests run this on the device")
 def test_triton_kernels_drive_an_async_chunked_run(shared):
     """The whole executor on the Triton kernels (interpreted on a CPU): tiny on purpose."""
-    requests = [Request("x", 0.0, 6, 3, prompt_token_ids=[5, 6, 7, 8, 9, 10], ignore_eos=True),
-                Request("y", 0.0, 9, 3, prompt_token_ids=[5, 6, 7, 8, 1, 2, 3, 4, 9], ignore_eos=True)]
+    requests = [
+        Request("x", 0.0, 6, 3, prompt_token_ids=[5, 6, 7, 8, 9, 10], ignore_eos=True),
+        Request("y", 0.0, 9, 3, prompt_token_ids=[5, 6, 7, 8, 1, 2, 3, 4, 9], ignore_eos=True),
+    ]
     model = shared[0].model
     want = {r.request_id: model.greedy_reference(r.prompt_token_ids, 3) for r in requests}
     outputs, _ = run("vllm-async", fresh(shared, ops="triton"), requests, max_num_batched_tokens=8)

@@ -18,8 +18,14 @@ EOS = 2
 
 def make_request(rid: str, prompt_len: int, max_tokens: int, arrival: float = 0.0, **kw) -> Request:
     """A request with the fake model's EOS id."""
-    return Request(request_id=rid, arrival_time=arrival, prompt_len=prompt_len, max_tokens=max_tokens,
-                   eos_token_id=EOS, **kw)
+    return Request(
+        request_id=rid,
+        arrival_time=arrival,
+        prompt_len=prompt_len,
+        max_tokens=max_tokens,
+        eos_token_id=EOS,
+        **kw,
+    )
 
 
 @dataclass
@@ -48,10 +54,17 @@ def _launch(policy, plan: StepPlan, prompt: dict[str, int], eos_at: dict[str, in
     return StepResult(step_id=plan.step_id, sampled_token_ids=sampled)
 
 
-def run(policy, requests: list[Request], eos_at: dict[str, int] | None = None,
-        arrivals: dict[int, list[Request]] | None = None, max_iters: int = 2000,
-        check: bool = True, observe=None, aborts: dict[int, list[str]] | None = None,
-        depth: int | None = None) -> Trace:
+def run(
+    policy,
+    requests: list[Request],
+    eos_at: dict[str, int] | None = None,
+    arrivals: dict[int, list[Request]] | None = None,
+    max_iters: int = 2000,
+    check: bool = True,
+    observe=None,
+    aborts: dict[int, list[str]] | None = None,
+    depth: int | None = None,
+) -> Trace:
     """Drive the policy to completion; `arrivals[i]` are added before loop iteration i.
 
     `observe(policy, plan)` is called right after each schedule (to read policy state then);
@@ -107,8 +120,13 @@ def _collect(trace: Trace, outputs: list[RequestOutput]) -> None:
             trace.finish[out.request_id] = out.finish_reason
 
 
-def check_run(make, spec: list[tuple[int, int, int | None, int]], arrivals_at: list[int],
-              cap=lambda prompt_len, max_tokens: max_tokens, depth: int | None = None) -> Trace:
+def check_run(
+    make,
+    spec: list[tuple[int, int, int | None, int]],
+    arrivals_at: list[int],
+    cap=lambda prompt_len, max_tokens: max_tokens,
+    depth: int | None = None,
+) -> Trace:
     """Run a workload twice; assert exact tokens, finishes, and identical plans (determinism).
 
     spec: (prompt_len, max_tokens, eos_index or None, priority) per request; `cap` is the output
@@ -124,9 +142,9 @@ def check_run(make, spec: list[tuple[int, int, int | None, int]], arrivals_at: l
         first = arrivals.pop(0, [])
         traces.append(run(make(), first, eos_at=eos, arrivals=arrivals, max_iters=5000, depth=depth))
     a, b = traces
-    assert [(p.num_scheduled_tokens, p.context_lens, p.new_req_ids, p.preempted_req_ids)
-            for p in a.plans] == [(p.num_scheduled_tokens, p.context_lens, p.new_req_ids,
-                                   p.preempted_req_ids) for p in b.plans]
+    assert [
+        (p.num_scheduled_tokens, p.context_lens, p.new_req_ids, p.preempted_req_ids) for p in a.plans
+    ] == [(p.num_scheduled_tokens, p.context_lens, p.new_req_ids, p.preempted_req_ids) for p in b.plans]
     for i, (p, m0, e, _) in enumerate(spec):
         rid = f"r{i}"
         m = cap(p, m0)

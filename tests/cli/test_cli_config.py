@@ -26,8 +26,17 @@ def test_help_documents_every_runconfig_field(capsys: pytest.CaptureFixture[str]
         assert flag in text, flag
         first_words = " ".join(f.metadata["help"].split()[:3])
         assert first_words in text, (f.name, first_words)
-    for flag in ("--policy", "--trace", "--model", "--gpu", "--out", "--rate", "--max-requests",
-                 "--seed", "--config"):
+    for flag in (
+        "--policy",
+        "--trace",
+        "--model",
+        "--gpu",
+        "--out",
+        "--rate",
+        "--max-requests",
+        "--seed",
+        "--config",
+    ):
         assert flag in text
 
 
@@ -36,8 +45,23 @@ def test_no_flags_gives_runconfig_defaults() -> None:
 
 
 def test_flags_are_typed() -> None:
-    cfg = _resolve(["--policy", "vllm", "--rate", "2.5", "--max-requests", "50", "--seed", "7",
-                    "--no-enable-chunked-prefill", "--num-gpu-blocks", "none", "--trace", "x.csv"])
+    cfg = _resolve(
+        [
+            "--policy",
+            "vllm",
+            "--rate",
+            "2.5",
+            "--max-requests",
+            "50",
+            "--seed",
+            "7",
+            "--no-enable-chunked-prefill",
+            "--num-gpu-blocks",
+            "none",
+            "--trace",
+            "x.csv",
+        ]
+    )
     assert (cfg.policy, cfg.rate, cfg.max_requests, cfg.seed) == ("vllm", 2.5, 50, 7)
     assert cfg.enable_chunked_prefill is False and cfg.num_gpu_blocks is None and cfg.trace == "x.csv"
 
@@ -55,10 +79,13 @@ def test_list_and_dict_flags_keep_string_ids() -> None:
 
 def test_toml_file_then_flags_override(tmp_path: Path) -> None:
     f = tmp_path / "run.toml"
-    f.write_text('policy = "vllm"\nrate = 3.0\nseed = 1\nmax_requests = 40\n'
-                 '[policy_options]\nlong_prefill_token_threshold = 64\nfoo = "a"\n')
-    cfg = _resolve(["--config", str(f), "--seed", "9", "--policy-option", "foo=b",
-                    "--policy-option", "bar=2"])
+    f.write_text(
+        'policy = "vllm"\nrate = 3.0\nseed = 1\nmax_requests = 40\n'
+        '[policy_options]\nlong_prefill_token_threshold = 64\nfoo = "a"\n'
+    )
+    cfg = _resolve(
+        ["--config", str(f), "--seed", "9", "--policy-option", "foo=b", "--policy-option", "bar=2"]
+    )
     assert cfg.policy == "vllm" and cfg.rate == 3.0 and cfg.max_requests == 40
     assert cfg.seed == 9  # the flag beats the file
     assert cfg.policy_options == {"long_prefill_token_threshold": 64, "foo": "b", "bar": 2}
@@ -126,12 +153,19 @@ def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
     assert "run" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(("flag", "value", "expect"), [
-    ("--policy", "nope", "unknown policy 'nope'"), ("--model", "gpt-9", "unknown model 'gpt-9'"),
-    ("--gpu", "tpu", "unknown gpu 'tpu'"), ("--trace", "no-such-trace", "no-such-trace"),
-    ("--policy-option", "zzz=1", "'zzz'")])
-def test_bad_names_fail_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                      flag: str, value: str, expect: str) -> None:
+@pytest.mark.parametrize(
+    ("flag", "value", "expect"),
+    [
+        ("--policy", "nope", "unknown policy 'nope'"),
+        ("--model", "gpt-9", "unknown model 'gpt-9'"),
+        ("--gpu", "tpu", "unknown gpu 'tpu'"),
+        ("--trace", "no-such-trace", "no-such-trace"),
+        ("--policy-option", "zzz=1", "'zzz'"),
+    ],
+)
+def test_bad_names_fail_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, value: str, expect: str
+) -> None:
     out = tmp_path / "o"
     assert main(["run", flag, value, "--max-requests", "3", "--out", str(out), "--no-progress"]) == 2
     err = capsys.readouterr().err
@@ -141,6 +175,10 @@ def test_bad_names_fail_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixt
 
 def test_sweep_checks_every_point_before_running(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "sw"
-    assert main(["sweep", "--grid", "policy=vllm,nope", "--max-requests", "3", "--out", str(out),
-                 "--no-progress"]) == 2
+    assert (
+        main(
+            ["sweep", "--grid", "policy=vllm,nope", "--max-requests", "3", "--out", str(out), "--no-progress"]
+        )
+        == 2
+    )
     assert "unknown policy 'nope'" in capsys.readouterr().err and not out.exists()

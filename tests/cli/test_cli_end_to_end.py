@@ -13,10 +13,19 @@ from schedsim.outputs.files import JSON_FILES, TABLE_FILES
 from schedsim.run.result import REQUEST_COLUMNS, STEP_COLUMNS, TIMELINE_COLUMNS
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-REQUIRED_SUMMARY = ["num_requests", "num_finished", "duration_s", "request_throughput",
-                    "output_throughput", "gpu_idle_fraction", "cpu_hidden_fraction", "num_preemptions",
-                    "recomputed_tokens", "num_steps", "sim_wall_s"] + [
-    f"{stat}_{m}_ms" for stat in ("mean", "median", "p99") for m in ("ttft", "tpot", "itl", "e2el")]
+REQUIRED_SUMMARY = [
+    "num_requests",
+    "num_finished",
+    "duration_s",
+    "request_throughput",
+    "output_throughput",
+    "gpu_idle_fraction",
+    "cpu_hidden_fraction",
+    "num_preemptions",
+    "recomputed_tokens",
+    "num_steps",
+    "sim_wall_s",
+] + [f"{stat}_{m}_ms" for stat in ("mean", "median", "p99") for m in ("ttft", "tpot", "itl", "e2el")]
 
 
 def _png_ok(path: Path) -> bool:
@@ -55,8 +64,7 @@ def test_tables_keep_their_dtypes_and_code_only_the_labels(run_dir: Path) -> Non
     assert isinstance(timeline["kind"].dtype, pd.CategoricalDtype)
     assert str(timeline["step"].dtype) == "int32" and str(timeline["start"].dtype) == "float64"
     meta = pq.ParquetFile(run_dir / "timeline.parquet").metadata.row_group(0)
-    encodings = {meta.column(j).path_in_schema: meta.column(j).encodings
-                 for j in range(meta.num_columns)}
+    encodings = {meta.column(j).path_in_schema: meta.column(j).encodings for j in range(meta.num_columns)}
     assert any("DICTIONARY" in e for e in encodings["kind"])  # labels: small codes
     assert not any("DICTIONARY" in e for e in encodings["start"])  # numbers: plain
 
@@ -72,7 +80,11 @@ def test_summary_has_required_keys_and_defaults(run_dir: Path, capsys: pytest.Ca
     config = json.loads((run_dir / "config.json").read_text())
     # the embedded default: Azure conversation trace, vllm-async, Llama-3.1-8B on H100
     assert (config["trace"], config["policy"], config["model"], config["gpu"]) == (
-        "azure-conv-2023", "vllm-async", "llama-3.1-8b", "h100-sxm")
+        "azure-conv-2023",
+        "vllm-async",
+        "llama-3.1-8b",
+        "h100-sxm",
+    )
     assert isinstance(config["num_gpu_blocks"], int)  # resolved, not None
 
 
@@ -80,8 +92,10 @@ def test_run_prints_a_summary_table(tmp_path: Path, capsys: pytest.CaptureFixtur
     f = tmp_path / "cfg.toml"
     f.write_text('policy = "vllm"\nmax_requests = 12\nseed = 3\n')
     out = tmp_path / "o"
-    assert main(["run", "--config", str(f), "--seed", "4", "--out", str(out), "--no-progress",
-                 "--no-plots"]) == 0
+    assert (
+        main(["run", "--config", str(f), "--seed", "4", "--out", str(out), "--no-progress", "--no-plots"])
+        == 0
+    )
     text = capsys.readouterr().out
     assert "p99_ttft_ms" in text and "num_requests" in text
     config = json.loads((out / "config.json").read_text())
@@ -93,18 +107,44 @@ def test_compare_two_policies_same_workload(tmp_path: Path, capsys: pytest.Captu
     variant = tmp_path / "small-budget.toml"
     variant.write_text('policy = "vllm"\nmax_num_batched_tokens = 512\n')
     out = tmp_path / "cmp"
-    assert main(["compare", "--policies", "vllm,vllm-async", "--variant", str(variant),
-                 "--max-requests", "30", "--slo-ttft-ms", "200", "--out", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "compare",
+                "--policies",
+                "vllm,vllm-async",
+                "--variant",
+                str(variant),
+                "--max-requests",
+                "30",
+                "--slo-ttft-ms",
+                "200",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     table = pd.read_parquet(out / "compare.parquet")
     assert list(table["label"]) == ["vllm", "vllm-async", "small-budget"]
-    for metric in ("p99_ttft_ms", "mean_hol_blocking_ms", "preemption_rate", "recomputed_tokens",
-                   "gpu_idle_fraction", "cpu_hidden_fraction", "request_goodput"):
+    for metric in (
+        "p99_ttft_ms",
+        "mean_hol_blocking_ms",
+        "preemption_rate",
+        "recomputed_tokens",
+        "gpu_idle_fraction",
+        "cpu_hidden_fraction",
+        "request_goodput",
+    ):
         assert metric in table.columns and metric in text
     assert set(table["num_requests"]) == {30}
     # same workload and seed: every variant delivers the same tokens to the same requests
-    tokens = [pd.read_parquet(out / label / "requests.parquet").set_index("request_id")["num_output_tokens"]
-              for label in table["label"]]
+    tokens = [
+        pd.read_parquet(out / label / "requests.parquet").set_index("request_id")["num_output_tokens"]
+        for label in table["label"]
+    ]
     for other in tokens[1:]:
         pd.testing.assert_series_equal(tokens[0], other)
     for name in ("cdf_latency.png", "over_time.png"):
@@ -112,8 +152,7 @@ def test_compare_two_policies_same_workload(tmp_path: Path, capsys: pytest.Captu
 
 
 def test_compare_rejects_duplicate_labels(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["compare", "--policies", "vllm", "vllm", "--max-requests", "5",
-                 "--out", str(tmp_path)]) == 2
+    assert main(["compare", "--policies", "vllm", "vllm", "--max-requests", "5", "--out", str(tmp_path)]) == 2
     assert "duplicate" in capsys.readouterr().err
 
 
@@ -121,16 +160,47 @@ def test_run_on_the_real_backend_writes_the_same_directory(tmp_path: Path) -> No
     pytest.importorskip("torch")
     from schedsim.traces import write_workload
 
-    trace = write_workload(pd.DataFrame({
-        "request_id": [f"q{i}" for i in range(6)], "arrival_time": [0.01 * i for i in range(6)],
-        "prompt_tokens": [9 + 5 * i for i in range(6)], "output_tokens": [3 + i % 3 for i in range(6)]}),
-        tmp_path / "tiny.csv")
+    trace = write_workload(
+        pd.DataFrame(
+            {
+                "request_id": [f"q{i}" for i in range(6)],
+                "arrival_time": [0.01 * i for i in range(6)],
+                "prompt_tokens": [9 + 5 * i for i in range(6)],
+                "output_tokens": [3 + i % 3 for i in range(6)],
+            }
+        ),
+        tmp_path / "tiny.csv",
+    )
     out = tmp_path / "real"
-    assert main(["run", "--backend", "real", "--real-model", "tiny", "--trace", str(trace),
-                 "--policy", "vllm-async", "--block-size", "4", "--num-gpu-blocks", "128",
-                 "--max-model-len", "128", "--max-num-batched-tokens", "32", "--max-num-seqs", "4",
-                 "--out", str(out),
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "--backend",
+                "real",
+                "--real-model",
+                "tiny",
+                "--trace",
+                str(trace),
+                "--policy",
+                "vllm-async",
+                "--block-size",
+                "4",
+                "--num-gpu-blocks",
+                "128",
+                "--max-model-len",
+                "128",
+                "--max-num-batched-tokens",
+                "32",
+                "--max-num-seqs",
+                "4",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     for name in TABLE_FILES + JSON_FILES + PLOT_FILES:
         assert (out / name).is_file(), name
     summary = json.loads((out / "summary.json").read_text())
@@ -143,14 +213,45 @@ def test_validate_writes_the_report(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     from schedsim.traces import write_workload
 
-    trace = write_workload(pd.DataFrame({
-        "request_id": ["a", "b", "c"], "arrival_time": [0.0, 0.01, 0.02], "prompt_tokens": [9, 20, 14],
-        "output_tokens": [3, 4, 2]}), tmp_path / "t.csv")
+    trace = write_workload(
+        pd.DataFrame(
+            {
+                "request_id": ["a", "b", "c"],
+                "arrival_time": [0.0, 0.01, 0.02],
+                "prompt_tokens": [9, 20, 14],
+                "output_tokens": [3, 4, 2],
+            }
+        ),
+        tmp_path / "t.csv",
+    )
     out = tmp_path / "val"
-    assert main(["validate", "--grid", "quick", "--real-model", "tiny", "--trace", str(trace),
-                 "--policy", "vllm", "--num-gpu-blocks", "256", "--max-model-len", "128",
-                 "--max-num-batched-tokens", "64", "--max-num-seqs", "4", "--out", str(out),
-                 "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "validate",
+                "--grid",
+                "quick",
+                "--real-model",
+                "tiny",
+                "--trace",
+                str(trace),
+                "--policy",
+                "vllm",
+                "--num-gpu-blocks",
+                "256",
+                "--max-model-len",
+                "128",
+                "--max-num-batched-tokens",
+                "64",
+                "--max-num-seqs",
+                "4",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     report = json.loads((out / "validation.json").read_text())
     assert report["summary"]["num_requests"] == 3 and report["summary"]["same_output_lengths"]
     assert len(pd.read_parquet(out / "steps_compared.parquet")) == report["summary"]["num_steps"]

@@ -30,10 +30,13 @@ def test_gpus_lists_the_shipped_specs(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_conformance_is_dispatched(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    scenario = {"policy": "vllm", "config": {"num_gpu_blocks": 40},
-                "requests": [{"id": "r0", "arrival_step": 0, "prompt_token_ids": [7] * 20,
-                              "max_tokens": 3}],
-                "aborts": [], "num_steps": 5}
+    scenario = {
+        "policy": "vllm",
+        "config": {"num_gpu_blocks": 40},
+        "requests": [{"id": "r0", "arrival_step": 0, "prompt_token_ids": [7] * 20, "max_tokens": 3}],
+        "aborts": [],
+        "num_steps": 5,
+    }
     path = tmp_path / "s.json"
     path.write_text(json.dumps(scenario))
     assert main(["conformance", str(path)]) == 0

@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 from schedsim import RunConfig, simulate
-from schedsim.outputs.figures import PLOT_FILES, RUN_PLOTS
+from schedsim.outputs.figures import PLOT_FILES, RUN_PLOTS, WORKER_COLUMNS
 from schedsim.outputs.files import write_run
-from schedsim.outputs.figures import WORKER_COLUMNS
 from schedsim.outputs.plot_worker import PlotWorker, start_plot_worker
 from schedsim.run.result import STEP_COLUMNS, TIMELINE_COLUMNS
 

@@ -7,12 +7,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from schedsim.run.config import RunConfig
-from schedsim.outputs.plots import _cumulative_busy, plot_batch_and_kv, plot_busy_timeline, plot_latency_distributions
-from schedsim.outputs.compare_plots import plot_sweep
-from schedsim.run.result import REQUEST_COLUMNS, STEP_COLUMNS, TIMELINE_COLUMNS
 from schedsim.cli.sweep import parse_grid_flags
 from schedsim.experiments.sweep import expand_grid, run_id
+from schedsim.outputs.compare_plots import plot_sweep
+from schedsim.outputs.plots import (
+    _cumulative_busy,
+    plot_batch_and_kv,
+    plot_busy_timeline,
+    plot_latency_distributions,
+)
+from schedsim.run.config import RunConfig
+from schedsim.run.result import REQUEST_COLUMNS, STEP_COLUMNS, TIMELINE_COLUMNS
 from schedsim.run.toml_config import ConfigError
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -26,8 +31,14 @@ def _tables(n: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     steps["start"] = np.arange(n) * 0.02
     steps["end"] = steps["start"] + 0.015
     steps["kv_usage"] = rng.random(n)
-    tl = pd.DataFrame({"resource": ["cpu", "gpu"] * n, "kind": ["schedule", "forward"] * n,
-                       "start": np.repeat(np.arange(n) * 0.02, 2), "step": np.repeat(np.arange(n), 2)})
+    tl = pd.DataFrame(
+        {
+            "resource": ["cpu", "gpu"] * n,
+            "kind": ["schedule", "forward"] * n,
+            "start": np.repeat(np.arange(n) * 0.02, 2),
+            "step": np.repeat(np.arange(n), 2),
+        }
+    )
     tl["end"] = tl["start"] + np.where(tl["resource"] == "cpu", 0.004, 0.015)
     assert set(TIMELINE_COLUMNS) <= set(tl.columns)
     return req, steps, tl
@@ -56,7 +67,8 @@ def test_grid_is_a_product_and_ids_follow_the_config() -> None:
     runs = expand_grid(base, {"policy": ["vllm", "vllm-async"], "rate": [1, 2, 4]})
     assert len(runs) == 6 and len({r.run_id for r in runs}) == 6
     assert {(r.config.policy, r.config.rate) for r in runs} == {
-        (p, r) for p in ("vllm", "vllm-async") for r in (1, 2, 4)}
+        (p, r) for p in ("vllm", "vllm-async") for r in (1, 2, 4)
+    }
     # the id is a function of the resolved config alone, whatever the grid order
     again = expand_grid(base, {"rate": [4, 2, 1], "policy": ["vllm-async", "vllm"]})
     assert {r.run_id for r in again} == {r.run_id for r in runs}
@@ -81,8 +93,9 @@ def test_grid_errors_name_the_key() -> None:
 
 
 def test_sweep_plot_one_line_per_policy(tmp_path: Path) -> None:
-    table = pd.DataFrame({"policy": ["a", "a", "b", "b"], "rate": [1, 2, 1, 2],
-                          "p99_ttft_ms": [10.0, 20.0, 12.0, 30.0]})
+    table = pd.DataFrame(
+        {"policy": ["a", "a", "b", "b"], "rate": [1, 2, 1, 2], "p99_ttft_ms": [10.0, 20.0, 12.0, 30.0]}
+    )
     paths = plot_sweep(table, "rate", ["p99_ttft_ms", "absent_metric"], tmp_path)
     assert [p.name for p in paths] == ["sweep_p99_ttft_ms_vs_rate.png"]
     from schedsim.outputs.compare_plots import plot_metric_vs_knob

@@ -4,11 +4,15 @@ import pandas as pd
 import pytest
 from schedsim.latency import RooflineConfig, RooflineModel, get_gpu_spec, get_model_spec
 
-OPS = ["attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj", "input_layernorm",
-       "mlp_act", "add"]
-TRUTH = RooflineConfig(gemm_compute_eff=0.55, gemm_memory_eff=0.7, kernel_overhead_us=3.0,
-                       gemm_overhead_us=6.0, gemm_blend_p=2.0,
-                       op_memory_eff={"input_layernorm": 0.4, "mlp_act": 0.6, "add": 0.8})
+OPS = ["attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj", "input_layernorm", "mlp_act", "add"]
+TRUTH = RooflineConfig(
+    gemm_compute_eff=0.55,
+    gemm_memory_eff=0.7,
+    kernel_overhead_us=3.0,
+    gemm_overhead_us=6.0,
+    gemm_blend_p=2.0,
+    op_memory_eff={"input_layernorm": 0.4, "mlp_act": 0.6, "add": 0.8},
+)
 TOKENS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
 
 
@@ -34,11 +38,15 @@ def write_vidur_tree(root, extra_rows=None):
     net = root / "network" / "h100_dgx"
     net.mkdir(parents=True)
     sizes = [2048 * 2**i for i in range(16)]
-    pd.DataFrame({"time_stats.all_reduce.median": [0.02 + s / 2 / 300e9 * 1e3 for s in sizes] * 2,
-                  "num_workers": [2] * 16 + [4] * 16, "size": sizes * 2,
-                  "collective": "all_reduce", "devices_per_node": 8}).to_csv(
-        net / "all_reduce.csv", index=False)
-
+    pd.DataFrame(
+        {
+            "time_stats.all_reduce.median": [0.02 + s / 2 / 300e9 * 1e3 for s in sizes] * 2,
+            "num_workers": [2] * 16 + [4] * 16,
+            "size": sizes * 2,
+            "collective": "all_reduce",
+            "devices_per_node": 8,
+        }
+    ).to_csv(net / "all_reduce.csv", index=False)
 
 
 @pytest.fixture

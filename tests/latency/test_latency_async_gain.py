@@ -7,15 +7,28 @@ from schedsim import RunConfig, simulate
 
 
 def workload(n: int = 24, prompt: int = 64, output: int = 40) -> pd.DataFrame:
-    return pd.DataFrame({"request_id": [f"r{i:02d}" for i in range(n)],
-                         "arrival_time": np.zeros(n), "prompt_tokens": [prompt] * n,
-                         "output_tokens": [output] * n})
+    return pd.DataFrame(
+        {
+            "request_id": [f"r{i:02d}" for i in range(n)],
+            "arrival_time": np.zeros(n),
+            "prompt_tokens": [prompt] * n,
+            "output_tokens": [output] * n,
+        }
+    )
 
 
 def run(policy: str, scale: float):
-    cfg = RunConfig(policy=policy, model="llama-3.1-8b", gpu="h100-sxm", latency_model="roofline",
-                    cpu_cost_scale=scale, num_gpu_blocks=2000, max_num_seqs=64,
-                    max_num_batched_tokens=2048, max_model_len=4096)
+    cfg = RunConfig(
+        policy=policy,
+        model="llama-3.1-8b",
+        gpu="h100-sxm",
+        latency_model="roofline",
+        cpu_cost_scale=scale,
+        num_gpu_blocks=2000,
+        max_num_seqs=64,
+        max_num_batched_tokens=2048,
+        max_model_len=4096,
+    )
     return simulate(cfg, workload=workload()).summary
 
 

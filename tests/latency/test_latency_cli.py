@@ -19,18 +19,49 @@ def run(argv, capsys):
 
 
 def test_latency_prints_step_time_breakdown_and_kinds(capsys):
-    code, out = run(["latency", "--model", "llama-2-70b", "--gpu", "h100", "--tp", "8",
-                     "--prefill-tokens", "512", "--decode-batch", "16", "--decode-context", "900"],
-                    capsys)
+    code, out = run(
+        [
+            "latency",
+            "--model",
+            "llama-2-70b",
+            "--gpu",
+            "h100",
+            "--tp",
+            "8",
+            "--prefill-tokens",
+            "512",
+            "--decode-batch",
+            "16",
+            "--decode-context",
+            "900",
+        ],
+        capsys,
+    )
     assert code == 0
     assert "(table model)" in out.out and "all_reduce" in out.out and "roofline" in out.out
-    code, out = run(["latency", "--model", "llama-2-70b", "--gpu", "h100", "--tp", "8",
-                     "--prefill-tokens", "512", "--decode-batch", "16", "--decode-context", "900",
-                     "--json"], capsys)
+    code, out = run(
+        [
+            "latency",
+            "--model",
+            "llama-2-70b",
+            "--gpu",
+            "h100",
+            "--tp",
+            "8",
+            "--prefill-tokens",
+            "512",
+            "--decode-batch",
+            "16",
+            "--decode-context",
+            "900",
+            "--json",
+        ],
+        capsys,
+    )
     data = json.loads(out.out)
     from schedsim.latency import StepShape
-    expected = make_latency_model("llama-2-70b", "h100", 8).step_time(
-        StepShape([(512, 0)], [(900, 0)] * 16))
+
+    expected = make_latency_model("llama-2-70b", "h100", 8).step_time(StepShape([(512, 0)], [(900, 0)] * 16))
     assert data["step_time_ms"] == pytest.approx(expected * 1e3)
     assert sum(data["breakdown_ms"].values()) == pytest.approx(data["step_time_ms"])
 
@@ -45,8 +76,7 @@ def test_latency_bad_input_exits_2(capsys):
 def test_calibrate_profile_writes_fit_and_tables_used_by_table_model(tmp_path, capsys, vidur_tree):
     vidur_tree(tmp_path / "vidur")
     out = tmp_path / "cal" / "h100.json"
-    code, printed = run(["calibrate", "--profile", str(tmp_path / "vidur"), "--out", str(out)],
-                        capsys)
+    code, printed = run(["calibrate", "--profile", str(tmp_path / "vidur"), "--out", str(out)], capsys)
     assert code == 0 and "mlp_up_proj" in printed.out
     cal = json.loads(out.read_text())
     assert cal["kind"] == "roofline-fit" and cal["profiles"] == "h100_profiles"
@@ -57,11 +87,14 @@ def test_calibrate_profile_writes_fit_and_tables_used_by_table_model(tmp_path, c
 
 def test_calibrate_steps_csv(tmp_path, capsys):
     steps = tmp_path / "steps.csv"
-    pd.DataFrame({"step_time_ms": [5 + 0.01 * i + 0.02 * (i % 7) for i in range(30)],
-                  "prefill_tokens": [i * 10 for i in range(30)],
-                  "decode_count": [i % 7 for i in range(30)]}).to_csv(steps, index=False)
-    code, printed = run(["calibrate", "--steps", str(steps), "--out", str(tmp_path / "f.json")],
-                        capsys)
+    pd.DataFrame(
+        {
+            "step_time_ms": [5 + 0.01 * i + 0.02 * (i % 7) for i in range(30)],
+            "prefill_tokens": [i * 10 for i in range(30)],
+            "decode_count": [i % 7 for i in range(30)],
+        }
+    ).to_csv(steps, index=False)
+    code, printed = run(["calibrate", "--steps", str(steps), "--out", str(tmp_path / "f.json")], capsys)
     assert code == 0 and "held-out" in printed.out
     assert json.loads((tmp_path / "f.json").read_text())["kind"] == "fitted-step"
 

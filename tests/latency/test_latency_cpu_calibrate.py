@@ -23,11 +23,15 @@ def test_calibrate_times_policy_phases_and_keeps_runner_defaults():
 
 def test_cpu_cost_file_roundtrip_and_errors(tmp_path):
     path = tmp_path / "cpu.json"
-    path.write_text(json.dumps({"kind": "cpu-cost", "scale": 2.0,
-                                "phases": {"schedule": {"base": 1e-4, "per_req": 1e-6}}}))
+    path.write_text(
+        json.dumps(
+            {"kind": "cpu-cost", "scale": 2.0, "phases": {"schedule": {"base": 1e-4, "per_req": 1e-6}}}
+        )
+    )
     model = load_cpu_cost(str(path))
     assert model.phase_time("schedule", 10, 0) == pytest.approx(2 * (1e-4 + 1e-5))
     from schedsim.latency import make_latency_model
+
     with pytest.raises(ValueError, match="not a GPU latency calibration"):
         make_latency_model("tiny", "h100", calibration=str(path))
     path.write_text(json.dumps({"kind": "fitted-step"}))

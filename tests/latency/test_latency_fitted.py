@@ -16,8 +16,13 @@ from schedsim.latency.fitted import (
     steps_frame,
 )
 
-TRUE = {"intercept_s": 4e-3, "prefill_tokens": 6e-5, "decode_count": 3e-5, "sum_context": 1e-7,
-        "sum_context_sq": 2e-9}
+TRUE = {
+    "intercept_s": 4e-3,
+    "prefill_tokens": 6e-5,
+    "decode_count": 3e-5,
+    "sum_context": 1e-7,
+    "sum_context_sq": 2e-9,
+}
 
 
 def random_shapes(n: int, seed: int = 0) -> list[StepShape]:
@@ -66,8 +71,9 @@ def test_fitted_model_tracks_the_table_model_it_was_fitted_to():
 
 def test_step_csv_validation_names_line_and_field(tmp_path):
     path = tmp_path / "steps.csv"
-    pd.DataFrame({"step_time_ms": [5.0, 6.0], "prefill_tokens": [10, -1],
-                  "decode_count": [1, 2]}).to_csv(path, index=False)
+    pd.DataFrame({"step_time_ms": [5.0, 6.0], "prefill_tokens": [10, -1], "decode_count": [1, 2]}).to_csv(
+        path, index=False
+    )
     with pytest.raises(ValueError, match=r"steps.csv:3: field 'prefill_tokens'"):
         read_step_csv(path)
     pd.DataFrame({"prefill_tokens": [1]}).to_csv(path, index=False)

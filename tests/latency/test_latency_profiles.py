@@ -14,16 +14,16 @@ from schedsim.latency.profiles import (
     write_profiles,
 )
 
-OPS = ["attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj", "input_layernorm",
-       "mlp_act", "add"]
+OPS = ["attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj", "input_layernorm", "mlp_act", "add"]
 
 
 def test_import_vidur_to_tidy_roundtrip(tmp_path, vidur_tree, truth_config):
     vidur_tree(tmp_path / "vidur")
     prof = import_vidur(tmp_path / "vidur")
     assert prof.keys() == [("llama-2-7b", "h100-sxm", 1), ("llama-2-7b", "h100-sxm", 2)]
-    row = prof.compute[(prof.compute.op == "add") & (prof.compute.tp == 1)
-                       & (prof.compute.num_tokens == 4096)]
+    row = prof.compute[
+        (prof.compute.op == "add") & (prof.compute.tp == 1) & (prof.compute.num_tokens == 4096)
+    ]
     assert len(row) == 1  # duplicates collapse to their median
     rl = RooflineModel(get_model_spec("llama-2-7b"), get_gpu_spec("h100-sxm"), 1, truth_config)
     assert row.time_s.iloc[0] == pytest.approx(rl.work_time(*rl.op_work(4096)["add"], "add"))
@@ -62,6 +62,7 @@ def test_shipped_profiles_cover_vidur_models_and_keep_licence():
     assert {"h100_dgx", "a100_dgx"} <= set(prof.network.node)
     assert set(prof.attention.phase) == {"prefill", "decode"}
     from importlib import resources
+
     lic = resources.files("schedsim.latency").joinpath("data", "LICENSES", "vidur-MIT.txt")
     assert "MIT License" in lic.read_text()
 
@@ -70,10 +71,18 @@ def test_fit_recovers_known_efficiencies(mlp_frame):
     df = pd.concat([mlp_frame(1, 1), mlp_frame(2, 1)], ignore_index=True)
     rows = []
     for op in OPS:
-        rows.append(pd.DataFrame({"gpu": "h100-sxm", "model": "llama-2-7b",
-                                  "tp": df.num_tensor_parallel_workers, "op": op,
-                                  "num_tokens": df.num_tokens,
-                                  "time_s": df[f"time_stats.{op}.median"] * 1e-3}))
+        rows.append(
+            pd.DataFrame(
+                {
+                    "gpu": "h100-sxm",
+                    "model": "llama-2-7b",
+                    "tp": df.num_tensor_parallel_workers,
+                    "op": op,
+                    "num_tokens": df.num_tokens,
+                    "time_s": df[f"time_stats.{op}.median"] * 1e-3,
+                }
+            )
+        )
     prof = Profiles(pd.concat(rows, ignore_index=True), pd.DataFrame(), pd.DataFrame())
     params, errors = fit_operators(prof, "h100-sxm")
     assert params["gemm_compute_eff"] == pytest.approx(0.55, rel=0.03)
@@ -97,9 +106,18 @@ def test_all_reduce_fit_recovers_bandwidth_and_latency(tmp_path, vidur_tree):
 
 def test_interpolation_holdout_is_exact_on_piecewise_linear_data():
     from schedsim.latency.accuracy import interpolation_holdout, summarize_errors
+
     xs = [1, 2, 3, 4, 5, 6, 7]
-    comp = pd.DataFrame({"gpu": "h100-sxm", "model": "llama-2-7b", "tp": 1, "op": "add",
-                         "num_tokens": xs, "time_s": [1e-6 * x for x in xs]})
+    comp = pd.DataFrame(
+        {
+            "gpu": "h100-sxm",
+            "model": "llama-2-7b",
+            "tp": 1,
+            "op": "add",
+            "num_tokens": xs,
+            "time_s": [1e-6 * x for x in xs],
+        }
+    )
     pts = interpolation_holdout(Profiles(comp, pd.DataFrame(), pd.DataFrame()))
     assert sorted(pts.num_tokens) == [2, 4, 6]
     assert summarize_errors(pts).median_rel_err.max() < 1e-9

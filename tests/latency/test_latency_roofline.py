@@ -68,8 +68,7 @@ def test_more_work_never_costs_less(shape, extra_tokens, extra_ctx):
     lm = roofline()
     base = lm.step_time(shape)
     more_prefill = StepShape(prefills=shape.prefills + [(extra_tokens, 0)], decodes=shape.decodes)
-    longer = StepShape(prefills=shape.prefills,
-                       decodes=[(c + extra_ctx, k) for c, k in shape.decodes])
+    longer = StepShape(prefills=shape.prefills, decodes=[(c + extra_ctx, k) for c, k in shape.decodes])
     assert lm.step_time(more_prefill) > base
     assert lm.step_time(longer) >= base
     assert sum(lm.breakdown(shape).values()) == pytest.approx(base, rel=1e-12)

@@ -16,9 +16,20 @@ from schedsim.latency import (
 )
 from schedsim.latency.memory import GIB, weight_bytes_per_gpu
 
-REQUIRED_MODELS = ["llama-3.1-8b", "llama-3.1-70b", "qwen2.5-7b", "llama-2-7b", "llama-2-70b",
-                   "llama-3-8b", "llama-3-70b", "codellama-34b", "qwen-72b", "internlm-20b",
-                   "phi-2", "tiny"]
+REQUIRED_MODELS = [
+    "llama-3.1-8b",
+    "llama-3.1-70b",
+    "qwen2.5-7b",
+    "llama-2-7b",
+    "llama-2-70b",
+    "llama-3-8b",
+    "llama-3-70b",
+    "codellama-34b",
+    "qwen-72b",
+    "internlm-20b",
+    "phi-2",
+    "tiny",
+]
 
 
 def test_shipped_specs_present():
@@ -46,9 +57,17 @@ def test_kv_bytes_per_token_gqa_and_tp():
 
 
 def test_hf_config_roundtrip(tmp_path):
-    cfg = {"num_hidden_layers": 4, "hidden_size": 512, "num_attention_heads": 8,
-           "num_key_value_heads": 2, "intermediate_size": 1024, "vocab_size": 1000,
-           "max_position_embeddings": 1024, "torch_dtype": "float32", "hidden_act": "silu"}
+    cfg = {
+        "num_hidden_layers": 4,
+        "hidden_size": 512,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "intermediate_size": 1024,
+        "vocab_size": 1000,
+        "max_position_embeddings": 1024,
+        "torch_dtype": "float32",
+        "hidden_act": "silu",
+    }
     (tmp_path / "config.json").write_text(json.dumps(cfg))
     spec = model_spec_from_hf_config(tmp_path)
     assert (spec.num_layers, spec.head_dim, spec.dtype_bytes, spec.gated_mlp) == (4, 64, 4, True)
@@ -65,8 +84,9 @@ def test_kv_pool_blocks_matches_memory_arithmetic():
     free = gpu.memory_gib * GIB * 0.9 - weight_bytes_per_gpu(model, 1) - 2 * GIB
     assert blocks == int(free // (16 * model.kv_bytes_per_token(1)))
     # more TP leaves more room per GPU for KV; higher utilisation too
-    assert kv_pool_blocks("llama-3.1-70b", "h100-sxm", 8, 16) > kv_pool_blocks("llama-3.1-70b",
-                                                                               "h100-sxm", 4, 16)
+    assert kv_pool_blocks("llama-3.1-70b", "h100-sxm", 8, 16) > kv_pool_blocks(
+        "llama-3.1-70b", "h100-sxm", 4, 16
+    )
     assert kv_pool_blocks(model, gpu, 1, 16, 0.95) > blocks
 
 
@@ -84,7 +104,8 @@ def test_cpu_cost_model_linear_and_scaled():
     c = cpu.phase_time("schedule", 30, 100)
     assert b > a and c - b == pytest.approx(b - a)
     assert CpuCostModel(scale=2.0).phase_time("prepare_inputs", 8, 64) == pytest.approx(
-        2 * cpu.phase_time("prepare_inputs", 8, 64))
+        2 * cpu.phase_time("prepare_inputs", 8, 64)
+    )
     assert CpuCostModel(scale=0.0).step_total(256, 256) == 0.0
     # a few ms per step at large batch (vLLM's public measurements)
     assert 1e-3 < cpu.step_total(256, 256) < 10e-3

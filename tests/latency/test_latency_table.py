@@ -9,8 +9,9 @@ from schedsim.latency import StepShape, make_latency_model
 from schedsim.latency.interp import Curve, ExtrapolationWarning, isotonic
 from schedsim.latency.table import TableModel, TableProfile
 
-grids = st.lists(st.tuples(st.integers(1, 5000), st.floats(1e-6, 1e-1)), min_size=2, max_size=30,
-                 unique_by=lambda p: p[0])
+grids = st.lists(
+    st.tuples(st.integers(1, 5000), st.floats(1e-6, 1e-1)), min_size=2, max_size=30, unique_by=lambda p: p[0]
+)
 
 
 @settings(max_examples=40, deadline=None)
@@ -45,12 +46,24 @@ def test_curve_extrapolates_linearly_and_warns_once():
 
 def _synthetic_table(tp=1):
     roofline = make_latency_model("llama-2-7b", "h100-sxm", tp, kind="roofline")
-    ops = {op: Curve([1, 64, 512], [1e-5 * (i + 1), 2e-5 * (i + 1), 9e-5 * (i + 1)], op, warn=False)
-           for i, op in enumerate(["input_layernorm", "attn_pre_proj", "attn_rope", "attn_post_proj",
-                                   "post_attention_layernorm", "mlp_up_proj", "mlp_act",
-                                   "mlp_down_proj", "add", "emb"])}
-    return TableModel(TableProfile("llama-2-7b", "h100-sxm", tp, ops, grid_max_tokens=512),
-                      roofline)
+    ops = {
+        op: Curve([1, 64, 512], [1e-5 * (i + 1), 2e-5 * (i + 1), 9e-5 * (i + 1)], op, warn=False)
+        for i, op in enumerate(
+            [
+                "input_layernorm",
+                "attn_pre_proj",
+                "attn_rope",
+                "attn_post_proj",
+                "post_attention_layernorm",
+                "mlp_up_proj",
+                "mlp_act",
+                "mlp_down_proj",
+                "add",
+                "emb",
+            ]
+        )
+    }
+    return TableModel(TableProfile("llama-2-7b", "h100-sxm", tp, ops, grid_max_tokens=512), roofline)
 
 
 def test_table_step_uses_measured_ops_exactly_at_grid_points():
@@ -60,8 +73,12 @@ def test_table_step_uses_measured_ops_exactly_at_grid_points():
     assert layer["mlp_up_proj"] == pytest.approx(12e-5)
     assert layer["kv_cache_save"] == pytest.approx(model.roofline.dense_ops(64)["kv_cache_save"])
     shape = StepShape(decodes=[(100, 0)] * 64)
-    expected = (32 * sum(layer.values()) + model.profile.ops["emb"](64)
-                + 32 * model.roofline._decode_attention(shape.decodes, 0) + model.roofline.lm_head(64))
+    expected = (
+        32 * sum(layer.values())
+        + model.profile.ops["emb"](64)
+        + 32 * model.roofline._decode_attention(shape.decodes, 0)
+        + model.roofline.lm_head(64)
+    )
     assert model.step_time(shape) == pytest.approx(expected, rel=1e-12)
     assert sum(model.breakdown(shape).values()) == pytest.approx(expected, rel=1e-12)
 
@@ -102,8 +119,11 @@ def test_profile_of_a_model_with_identical_layers_is_used():
 
 def test_table_and_fitted_roofline_agree_within_a_factor():
     shape = StepShape(prefills=[(512, 0)], decodes=[(800, 0)] * 32)
-    for model, gpu, tp in [("llama-2-7b", "a100-80gb", 1), ("llama-3-70b", "a100-80gb", 8),
-                           ("codellama-34b", "h100-sxm", 2)]:
+    for model, gpu, tp in [
+        ("llama-2-7b", "a100-80gb", 1),
+        ("llama-3-70b", "a100-80gb", 8),
+        ("codellama-34b", "h100-sxm", 2),
+    ]:
         table = make_latency_model(model, gpu, tp, kind="table").step_time(shape)
         roof = make_latency_model(model, gpu, tp, kind="roofline").step_time(shape)
         assert 0.6 < table / roof < 1.6, (model, gpu, tp, table, roof)

@@ -24,5 +24,5 @@ def test_notebook_runs_at_smoke_size(path: Path, tmp_path: Path, monkeypatch: py
     images = [o for o in outputs if "image/png" in o.get("data", {})]
     assert images, "every notebook shows at least one plot"
     page = notebook_html(nb, path.stem)
-    assert page.count("<img src=\"data:image/png;base64,") == len(images)
+    assert page.count('<img src="data:image/png;base64,') == len(images)
     assert "<h1>" in page  # the markdown title rendered

@@ -7,8 +7,13 @@ from schedsim.policies import Request, RequestStatus
 from schedsim.policies.kv_cache import BlockPool, KVCacheManager, ensure_block_hashes
 
 
-def req(rid: str, tokens: list[int] | None = None, prompt_len: int | None = None,
-        hashes: tuple[int, ...] | None = None, max_tokens: int = 8) -> Request:
+def req(
+    rid: str,
+    tokens: list[int] | None = None,
+    prompt_len: int | None = None,
+    hashes: tuple[int, ...] | None = None,
+    max_tokens: int = 8,
+) -> Request:
     n = len(tokens) if tokens is not None else prompt_len
     return Request(rid, 0.0, n, max_tokens, prompt_token_ids=tokens, prompt_block_hashes=hashes)
 
@@ -105,6 +110,7 @@ def test_hashes_for_simulated_requests():
 
 def test_simulated_requests_share_prefix_through_the_policy():
     from schedsim.policies import StepResult, make_policy
+
     p = make_policy("vllm", block_size=4, num_gpu_blocks=64, max_model_len=64)
     p.add_request(req("a", prompt_len=14, hashes=(5, 6, 7)))
     plan = p.schedule()

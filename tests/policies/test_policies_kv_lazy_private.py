@@ -24,27 +24,35 @@ TABLES = ("requests", "steps", "timeline")
 sim_module = sys.modules["schedsim.run.simulate"]  # the module (the package exports the function)
 
 
-def _run(cfg: RunConfig, lazy: bool, monkeypatch: pytest.MonkeyPatch,
-         workload: pd.DataFrame | None = None) -> object:
+def _run(
+    cfg: RunConfig, lazy: bool, monkeypatch: pytest.MonkeyPatch, workload: pd.DataFrame | None = None
+) -> object:
     """simulate with the policy's manager rebuilt eager (lazy=False) before the first request."""
     real_make = sim_module.make_policy
 
     def make(*args: object, **kw: object) -> object:
         policy = real_make(*args, **kw)
         kv = policy.kv
-        policy.kv = KVCacheManager(kv.pool.num_gpu_blocks, kv.block_size, kv.max_model_len,
-                                   kv.enable_caching, kv.watermark_blocks / kv.pool.num_gpu_blocks,
-                                   lazy_private=lazy)
+        policy.kv = KVCacheManager(
+            kv.pool.num_gpu_blocks,
+            kv.block_size,
+            kv.max_model_len,
+            kv.enable_caching,
+            kv.watermark_blocks / kv.pool.num_gpu_blocks,
+            lazy_private=lazy,
+        )
         assert kv.lazy_private  # the vLLM policies' own choice
         return policy
+
     monkeypatch.setattr(sim_module, "make_policy", make)
     res = simulate(cfg, workload=workload, check_invariants=True)
     monkeypatch.setattr(sim_module, "make_policy", real_make)
     return res
 
 
-def _assert_same(cfg: RunConfig, monkeypatch: pytest.MonkeyPatch,
-                 workload: pd.DataFrame | None = None) -> dict:
+def _assert_same(
+    cfg: RunConfig, monkeypatch: pytest.MonkeyPatch, workload: pd.DataFrame | None = None
+) -> dict:
     eager, lazy = (_run(cfg, flag, monkeypatch, workload) for flag in (False, True))
     for name in TABLES:
         assert getattr(eager, name).equals(getattr(lazy, name)), name
@@ -53,31 +61,54 @@ def _assert_same(cfg: RunConfig, monkeypatch: pytest.MonkeyPatch,
 
 @pytest.mark.parametrize("policy", ["vllm", "vllm-async"])
 @pytest.mark.parametrize("trace", ["azure-conv-2023", "mooncake-synthetic"])
-def test_kv_starved_runs_identical_to_eager_publication(policy: str, trace: str,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_kv_starved_runs_identical_to_eager_publication(
+    policy: str, trace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Length-only prompts (all private) and trace-given block hashes (a shared prefix, then a
     private tail), on pools small enough that requests are preempted and re-admitted."""
-    cfg = RunConfig(policy=policy, trace=trace, max_requests=80, rate=8.0, num_gpu_blocks=300,
-                    max_model_len=4096, max_num_seqs=32)
+    cfg = RunConfig(
+        policy=policy,
+        trace=trace,
+        max_requests=80,
+        rate=8.0,
+        num_gpu_blocks=300,
+        max_model_len=4096,
+        max_num_seqs=32,
+    )
     summary = _assert_same(cfg, monkeypatch)
     assert summary["num_preemptions"] > 0
 
 
 @pytest.mark.parametrize("policy", ["vllm", "vllm-async"])
-@settings(max_examples=8, deadline=None,  # _run puts make_policy back itself
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(n=st.integers(2, 10), blocks=st.integers(18, 50), seed=st.integers(0, 5),
-       defer=st.booleans())
-def test_random_preemption_workloads_identical(policy: str, n: int, blocks: int, seed: int,
-                                               defer: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+@settings(
+    max_examples=8,
+    deadline=None,  # _run puts make_policy back itself
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(n=st.integers(2, 10), blocks=st.integers(18, 50), seed=st.integers(0, 5), defer=st.booleans())
+def test_random_preemption_workloads_identical(
+    policy: str, n: int, blocks: int, seed: int, defer: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Bursts of short requests through a tiny pool, with and without deferred block frees."""
-    wl = pd.DataFrame({"request_id": [f"q{i}" for i in range(n)],
-                       "arrival_time": [0.001 * i for i in range(n)],
-                       "prompt_tokens": [20 + (37 * i + seed) % 120 for i in range(n)],
-                       "output_tokens": [5 + (11 * i + seed) % 60 for i in range(n)]})
-    cfg = RunConfig(policy=policy, num_gpu_blocks=blocks, max_num_seqs=4, max_num_batched_tokens=64,
-                    max_model_len=256, block_size=16, seed=seed, latency_model="roofline",
-                    policy_options={"defer_block_free": defer} if defer else {})
+    wl = pd.DataFrame(
+        {
+            "request_id": [f"q{i}" for i in range(n)],
+            "arrival_time": [0.001 * i for i in range(n)],
+            "prompt_tokens": [20 + (37 * i + seed) % 120 for i in range(n)],
+            "output_tokens": [5 + (11 * i + seed) % 60 for i in range(n)],
+        }
+    )
+    cfg = RunConfig(
+        policy=policy,
+        num_gpu_blocks=blocks,
+        max_num_seqs=4,
+        max_num_batched_tokens=64,
+        max_model_len=256,
+        block_size=16,
+        seed=seed,
+        latency_model="roofline",
+        policy_options={"defer_block_free": defer} if defer else {},
+    )
     _assert_same(cfg, monkeypatch, workload=wl)
 
 
@@ -119,14 +150,18 @@ def test_a_finished_request_leaves_nothing_in_the_hash_map() -> None:
     kv.check_invariants()
 
 
-@pytest.mark.parametrize("tokens, hashes, prompt_len, want", [
-    (list(range(10)), None, 10, NEVER_PRIVATE),  # token ids: everything can be shared
-    (None, None, 10, 0),  # length only
-    (None, (1, 2), 10, 2),  # given hashes, then a partial block known only to the request
-    (None, (1, 2), 8, NEVER_PRIVATE),  # given hashes cover the prompt: outputs chain on them
-    (None, (1,), 8, 1),  # one given block, then an unknown one
-])
-def test_private_from(tokens: list[int] | None, hashes: tuple[int, ...] | None, prompt_len: int,
-                      want: int) -> None:
+@pytest.mark.parametrize(
+    "tokens, hashes, prompt_len, want",
+    [
+        (list(range(10)), None, 10, NEVER_PRIVATE),  # token ids: everything can be shared
+        (None, None, 10, 0),  # length only
+        (None, (1, 2), 10, 2),  # given hashes, then a partial block known only to the request
+        (None, (1, 2), 8, NEVER_PRIVATE),  # given hashes cover the prompt: outputs chain on them
+        (None, (1,), 8, 1),  # one given block, then an unknown one
+    ],
+)
+def test_private_from(
+    tokens: list[int] | None, hashes: tuple[int, ...] | None, prompt_len: int, want: int
+) -> None:
     r = Request("a", 0.0, prompt_len, 4, prompt_token_ids=tokens, prompt_block_hashes=hashes)
     assert private_from(r, 4) == want

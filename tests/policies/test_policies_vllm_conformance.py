@@ -40,8 +40,9 @@ def test_cli_main_prints_log_and_rejects_invalid(tmp_path, capsys):
     assert "num_gpu_blocks" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("field,value", [("max_tokens", 0), ("eos_after", 0), ("prompt_token_ids", []),
-                                         ("arrival_step", -1)])
+@pytest.mark.parametrize(
+    "field,value", [("max_tokens", 0), ("eos_after", 0), ("prompt_token_ids", []), ("arrival_step", -1)]
+)
 def test_invalid_request_fields_are_named(field, value):
     sc = scenario_from_seed(1)
     sc["requests"][0][field] = value
@@ -55,22 +56,40 @@ _SERVER: list[subprocess.Popen] = []
 def _oracle(scenario: dict) -> dict:
     """Ask the persistent oracle process for a scenario's step log."""
     if not _SERVER:
-        env = dict(os.environ, PYTHONHASHSEED="0", VLLM_TARGET_DEVICE="cpu", HF_HUB_OFFLINE="1",
-                   VLLM_LOGGING_LEVEL="ERROR")
-        _SERVER.append(subprocess.Popen([os.environ["SCHEDSIM_ORACLE"], str(HERE / "vllm_oracle_server.py")],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        stderr=subprocess.DEVNULL, text=True, env=env, cwd="/"))
+        env = dict(
+            os.environ,
+            PYTHONHASHSEED="0",
+            VLLM_TARGET_DEVICE="cpu",
+            HF_HUB_OFFLINE="1",
+            VLLM_LOGGING_LEVEL="ERROR",
+        )
+        _SERVER.append(
+            subprocess.Popen(
+                [os.environ["SCHEDSIM_ORACLE"], str(HERE / "vllm_oracle_server.py")],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+                env=env,
+                cwd="/",
+            )
+        )
     proc = _SERVER[0]
     proc.stdin.write(json.dumps(scenario) + "\n")
     proc.stdin.flush()
     return json.loads(proc.stdout.readline())
 
 
-@settings(max_examples=int(os.environ.get("SCHEDSIM_ORACLE_EXAMPLES", "40")), deadline=None,
-          suppress_health_check=[HealthCheck.too_slow])
-@given(seed=st.integers(0, 10**9), kind=st.sampled_from([scenario_from_seed, stress_scenario_from_seed,
-                                                         wide_scenario_from_seed]),
-       policy=st.sampled_from(["vllm", "vllm-async"]))
+@settings(
+    max_examples=int(os.environ.get("SCHEDSIM_ORACLE_EXAMPLES", "40")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(
+    seed=st.integers(0, 10**9),
+    kind=st.sampled_from([scenario_from_seed, stress_scenario_from_seed, wide_scenario_from_seed]),
+    policy=st.sampled_from(["vllm", "vllm-async"]),
+)
 def test_random_scenarios_deterministic_and_match_oracle(seed, kind, policy):
     sc = kind(seed, policy)
     ours = format_log(run_scenario(sc))

@@ -49,12 +49,18 @@ def _run(seed: int, name: str) -> tuple[list, dict]:
     rng = random.Random(seed)
     bs = rng.choice([4, 16])
     mml = 160
-    cfg = dict(block_size=bs, num_gpu_blocks=-(-mml // bs) + 1 + rng.choice([0, 2, 10, 100]),
-               max_num_seqs=rng.choice([1, 3, 8]), max_num_batched_tokens=rng.choice([16, 64, 256]),
-               max_model_len=mml, enable_prefix_caching=rng.random() < 0.8,
-               long_prefill_token_threshold=rng.choice([0, 8]), num_spec_tokens=rng.choice([0, 0, 2]),
-               scheduling_policy=rng.choice(["fcfs", "priority"]),
-               defer_block_free=rng.random() < 0.3)
+    cfg = dict(
+        block_size=bs,
+        num_gpu_blocks=-(-mml // bs) + 1 + rng.choice([0, 2, 10, 100]),
+        max_num_seqs=rng.choice([1, 3, 8]),
+        max_num_batched_tokens=rng.choice([16, 64, 256]),
+        max_model_len=mml,
+        enable_prefix_caching=rng.random() < 0.8,
+        long_prefill_token_threshold=rng.choice([0, 8]),
+        num_spec_tokens=rng.choice([0, 0, 2]),
+        scheduling_policy=rng.choice(["fcfs", "priority"]),
+        defer_block_free=rng.random() < 0.3,
+    )
     cfg["max_num_batched_tokens"] = max(cfg["max_num_batched_tokens"], cfg["max_num_seqs"])
     policy = make_policy(name, **cfg)
     work = _workload(rng, bs)
@@ -73,11 +79,17 @@ def _run(seed: int, name: str) -> tuple[list, dict]:
         if len(queue) >= policy.max_concurrent_batches:
             outs = policy.update_from_output(*queue.pop(0))
             if cfg["num_spec_tokens"] and policy.max_concurrent_batches == 1:
-                policy.update_draft_token_ids({r.request_id: [7] * cfg["num_spec_tokens"]
-                                               for r in policy.running})
+                policy.update_draft_token_ids(
+                    {r.request_id: [7] * cfg["num_spec_tokens"] for r in policy.running}
+                )
         policy.check_invariants()
-        log.append((dict(plan.num_scheduled_tokens), list(plan.preempted_req_ids),
-                    [(o.request_id, tuple(o.new_token_ids), o.finish_reason) for o in outs]))
+        log.append(
+            (
+                dict(plan.num_scheduled_tokens),
+                list(plan.preempted_req_ids),
+                [(o.request_id, tuple(o.new_token_ids), o.finish_reason) for o in outs],
+            )
+        )
         if t > 31 and not policy.has_requests() and not any(p.num_scheduled_tokens for p, _ in queue):
             break
     states = {r.request_id: (r.status, tuple(r.output_token_ids), r.num_preemptions) for _, r, _ in work}
@@ -100,8 +112,14 @@ def test_sync_and_async_deliver_the_same_tokens_without_eos_or_aborts(seed):
     rng = random.Random(seed)
     counts = {}
     for name in ("vllm", "vllm-async"):
-        policy = make_policy(name, block_size=16, num_gpu_blocks=60, max_num_seqs=4,
-                             max_num_batched_tokens=64, max_model_len=256)
+        policy = make_policy(
+            name,
+            block_size=16,
+            num_gpu_blocks=60,
+            max_num_seqs=4,
+            max_num_batched_tokens=64,
+            max_model_len=256,
+        )
         reqs = [Request(f"r{i}", float(i), rng.randint(1, 60), rng.randint(1, 20)) for i in range(6)]
         rng.seed(seed)
         for r in reqs:
@@ -109,9 +127,17 @@ def test_sync_and_async_deliver_the_same_tokens_without_eos_or_aborts(seed):
         queue = []
         for _ in range(400):
             plan = policy.schedule()
-            queue.append((plan, StepResult(sampled_token_ids={
-                rid: ([] if policy.requests[rid].is_prefill_chunk else [9])
-                for rid in plan.num_scheduled_tokens})))
+            queue.append(
+                (
+                    plan,
+                    StepResult(
+                        sampled_token_ids={
+                            rid: ([] if policy.requests[rid].is_prefill_chunk else [9])
+                            for rid in plan.num_scheduled_tokens
+                        }
+                    ),
+                )
+            )
             if len(queue) >= policy.max_concurrent_batches:
                 policy.update_from_output(*queue.pop(0))
             policy.check_invariants()

@@ -45,8 +45,11 @@ def test_threshold_ignored_for_a_lone_request_and_adaptive_floor():
     p = make(max_num_batched_tokens=1024, long_prefill_token_threshold=400)
     p.add_request(mkreq("big", 2000))
     assert p.schedule().num_scheduled_tokens == {"big": 1024}
-    q = make(max_num_batched_tokens=1024, long_prefill_token_threshold=100,
-             long_prefill_token_threshold_adaptive=True)
+    q = make(
+        max_num_batched_tokens=1024,
+        long_prefill_token_threshold=100,
+        long_prefill_token_threshold_adaptive=True,
+    )
     q.add_request(mkreq("big", 2000))
     q.add_request(mkreq("small", 10, arrival=1.0))
     assert q.schedule().num_scheduled_tokens == {"big": 512, "small": 10}
@@ -85,8 +88,9 @@ def test_preempt_last_running_when_decode_needs_block_stale_token_delivered():
 
 
 def test_priority_preemption_picks_greatest_priority_then_arrival():
-    p = make(scheduling_policy="priority", num_gpu_blocks=6, max_model_len=64,
-             max_num_batched_tokens=256)  # 5 usable blocks
+    p = make(
+        scheduling_policy="priority", num_gpu_blocks=6, max_model_len=64, max_num_batched_tokens=256
+    )  # 5 usable blocks
     p.add_request(mkreq("r_low", 32, priority=5, arrival=0.0))
     step(p)
     p.add_request(mkreq("r_mid", 32, priority=1, arrival=1.0))
@@ -116,8 +120,9 @@ def test_stop_on_eos_and_stop_token_and_max_tokens_trimmed():
     p.add_request(mkreq("stop", 8, max_tokens=10, stop_token_ids=(42,)))
     p.add_request(mkreq("cap", 8, max_tokens=2))
     plan = p.schedule()
-    outs = p.update_from_output(plan, fake_result(p, plan, tokens={
-        "eos": [EOS], "stop": [10, 42, 11], "cap": [5, 6, 7]}))
+    outs = p.update_from_output(
+        plan, fake_result(p, plan, tokens={"eos": [EOS], "stop": [10, 42, 11], "cap": [5, 6, 7]})
+    )
     by = {o.request_id: o for o in outs}
     assert by["eos"].finish_reason == RequestStatus.FINISHED_STOPPED and by["eos"].new_token_ids == [EOS]
     assert by["stop"].new_token_ids == [10, 42] and by["stop"].finish_reason == RequestStatus.FINISHED_STOPPED
@@ -183,8 +188,7 @@ def test_identical_prompts_in_one_step_share_blocks():
 
 
 def test_recompute_counters_after_preemption():
-    p = make(max_num_batched_tokens=100, num_gpu_blocks=11, max_model_len=160,
-             enable_prefix_caching=False)
+    p = make(max_num_batched_tokens=100, num_gpu_blocks=11, max_model_len=160, enable_prefix_caching=False)
     p.add_request(mkreq("r0", 80))
     plan0 = p.schedule()
     p.add_request(mkreq("r1", 80, arrival=1.0))

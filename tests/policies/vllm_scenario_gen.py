@@ -40,11 +40,17 @@ def _config(rng: random.Random) -> dict:
     if not chunked:
         mnbt = max(mnbt, mml)
     thr = rng.choice([0, 0, 0, 4, 8, 16, 30])
-    return {"block_size": bs, "num_gpu_blocks": nblocks, "max_num_seqs": seqs,
-            "max_num_batched_tokens": mnbt, "max_model_len": mml,
-            "enable_prefix_caching": rng.random() < 0.8, "enable_chunked_prefill": chunked,
-            "long_prefill_token_threshold": min(thr, mml),
-            "scheduling_policy": rng.choice(["fcfs", "fcfs", "priority"])}
+    return {
+        "block_size": bs,
+        "num_gpu_blocks": nblocks,
+        "max_num_seqs": seqs,
+        "max_num_batched_tokens": mnbt,
+        "max_model_len": mml,
+        "enable_prefix_caching": rng.random() < 0.8,
+        "enable_chunked_prefill": chunked,
+        "long_prefill_token_threshold": min(thr, mml),
+        "scheduling_policy": rng.choice(["fcfs", "fcfs", "priority"]),
+    }
 
 
 def scenario_from_seed(seed: int, policy: str | None = None) -> dict:
@@ -58,15 +64,27 @@ def scenario_from_seed(seed: int, policy: str | None = None) -> dict:
     for i, p in enumerate(prompts):
         mt = rng.randint(1, max(1, min(30, mml - len(p))))
         eos = rng.choice([None, None, rng.randint(1, mt + 2)])
-        reqs.append({"id": f"r{i:02d}", "arrival_step": rng.choice([0, 0, rng.randint(0, 12)]),
-                     "prompt_token_ids": p, "max_tokens": mt,
-                     "priority": rng.randint(0, 3), "eos_after": eos})
+        reqs.append(
+            {
+                "id": f"r{i:02d}",
+                "arrival_step": rng.choice([0, 0, rng.randint(0, 12)]),
+                "prompt_token_ids": p,
+                "max_tokens": mt,
+                "priority": rng.randint(0, 3),
+                "eos_after": eos,
+            }
+        )
     aborts = []
     for r in reqs:
         if rng.random() < 0.15:
             aborts.append({"id": r["id"], "step": rng.randint(0, 25)})
-    return {"policy": policy or rng.choice(["vllm", "vllm-async"]), "config": cfg,
-            "requests": reqs, "aborts": aborts, "num_steps": rng.randint(20, 70)}
+    return {
+        "policy": policy or rng.choice(["vllm", "vllm-async"]),
+        "config": cfg,
+        "requests": reqs,
+        "aborts": aborts,
+        "num_steps": rng.randint(20, 70),
+    }
 
 
 def stress_scenario_from_seed(seed: int, policy: str | None = None) -> dict:
@@ -99,11 +117,17 @@ def wide_scenario_from_seed(seed: int, policy: str | None = None) -> dict:
     rng = random.Random(seed)
     bs = rng.choice([8, 16, 32])
     mml = rng.choice([256, 512, 1024])
-    cfg = {"block_size": bs, "num_gpu_blocks": -(-mml // bs) + 1 + rng.choice([0, 4, 16, 64]),
-           "max_num_seqs": rng.choice([4, 16, 32]), "max_num_batched_tokens": rng.choice([64, 256, 1024]),
-           "max_model_len": mml, "enable_prefix_caching": True,
-           "enable_chunked_prefill": rng.random() < 0.85, "long_prefill_token_threshold":
-           rng.choice([0, 0, 32, 100]), "scheduling_policy": rng.choice(["fcfs", "priority"])}
+    cfg = {
+        "block_size": bs,
+        "num_gpu_blocks": -(-mml // bs) + 1 + rng.choice([0, 4, 16, 64]),
+        "max_num_seqs": rng.choice([4, 16, 32]),
+        "max_num_batched_tokens": rng.choice([64, 256, 1024]),
+        "max_model_len": mml,
+        "enable_prefix_caching": True,
+        "enable_chunked_prefill": rng.random() < 0.85,
+        "long_prefill_token_threshold": rng.choice([0, 0, 32, 100]),
+        "scheduling_policy": rng.choice(["fcfs", "priority"]),
+    }
     if not cfg["enable_chunked_prefill"]:
         cfg["max_num_batched_tokens"] = max(cfg["max_num_batched_tokens"], mml)
     roots = [[rng.randrange(3, 900) for _ in range(rng.randint(10, mml // 2))] for _ in range(2)]
@@ -113,25 +137,53 @@ def wide_scenario_from_seed(seed: int, policy: str | None = None) -> dict:
         p = root[: rng.randint(1, len(root))] + [rng.randrange(3, 900) for _ in range(rng.randint(0, 40))]
         p = p[: mml - 1]
         mt = rng.randint(1, min(60, mml - len(p)))
-        reqs.append(_req(f"w{i:02d}", p, mt, arrival=rng.choice([0, rng.randint(0, 40)]),
-                         priority=rng.randint(0, 2), eos=rng.choice([None, None, rng.randint(1, mt + 1)])))
+        reqs.append(
+            _req(
+                f"w{i:02d}",
+                p,
+                mt,
+                arrival=rng.choice([0, rng.randint(0, 40)]),
+                priority=rng.randint(0, 2),
+                eos=rng.choice([None, None, rng.randint(1, mt + 1)]),
+            )
+        )
     aborts = [{"id": r["id"], "step": rng.randint(0, 80)} for r in reqs if rng.random() < 0.1]
-    return {"policy": policy or rng.choice(["vllm", "vllm-async"]), "config": cfg, "requests": reqs,
-            "aborts": aborts, "num_steps": rng.randint(60, 160)}
+    return {
+        "policy": policy or rng.choice(["vllm", "vllm-async"]),
+        "config": cfg,
+        "requests": reqs,
+        "aborts": aborts,
+        "num_steps": rng.randint(60, 160),
+    }
 
 
-def _req(rid: str, prompt: list[int], max_tokens: int, arrival: int = 0, priority: int = 0,
-         eos: int | None = None) -> dict:
+def _req(
+    rid: str, prompt: list[int], max_tokens: int, arrival: int = 0, priority: int = 0, eos: int | None = None
+) -> dict:
     """One scenario request."""
-    return {"id": rid, "arrival_step": arrival, "prompt_token_ids": prompt, "max_tokens": max_tokens,
-            "priority": priority, "eos_after": eos}
+    return {
+        "id": rid,
+        "arrival_step": arrival,
+        "prompt_token_ids": prompt,
+        "max_tokens": max_tokens,
+        "priority": priority,
+        "eos_after": eos,
+    }
 
 
 def _cfg(**kw) -> dict:
     """The oracle's default config with overrides."""
-    base = {"block_size": 16, "num_gpu_blocks": 40, "max_num_seqs": 8, "max_num_batched_tokens": 128,
-            "max_model_len": 512, "enable_prefix_caching": True, "enable_chunked_prefill": True,
-            "long_prefill_token_threshold": 0, "scheduling_policy": "fcfs"}
+    base = {
+        "block_size": 16,
+        "num_gpu_blocks": 40,
+        "max_num_seqs": 8,
+        "max_num_batched_tokens": 128,
+        "max_model_len": 512,
+        "enable_prefix_caching": True,
+        "enable_chunked_prefill": True,
+        "long_prefill_token_threshold": 0,
+        "scheduling_policy": "fcfs",
+    }
     base.update(kw)
     return base
 
@@ -145,54 +197,106 @@ def handcrafted() -> dict[str, dict]:
         tag = pol.replace("-", "_")
         sc[f"kv_pressure_{tag}"] = {"policy": pol, "config": small, "requests": pressure, "num_steps": 120}
         sc[f"threshold_chunks_{tag}"] = {
-            "policy": pol, "config": _cfg(max_num_batched_tokens=64, long_prefill_token_threshold=16),
+            "policy": pol,
+            "config": _cfg(max_num_batched_tokens=64, long_prefill_token_threshold=16),
             "requests": [_req(f"r{i}", list(range(3 + i, 103 + i)), 5) for i in range(3)]
-            + [_req("late", [9] * 20, 4, arrival=3)], "num_steps": 40}
+            + [_req("late", [9] * 20, 4, arrival=3)],
+            "num_steps": 40,
+        }
         sc[f"chunked_off_{tag}"] = {
-            "policy": pol, "config": _cfg(enable_chunked_prefill=False, max_num_batched_tokens=128,
-                                          max_model_len=128, num_gpu_blocks=20, max_num_seqs=3),
-            "requests": [_req("a", [5] * 100, 6), _req("b", [6] * 100, 6), _req("c", [7] * 10, 6),
-                         _req("d", [8] * 10, 6)], "num_steps": 40}
+            "policy": pol,
+            "config": _cfg(
+                enable_chunked_prefill=False,
+                max_num_batched_tokens=128,
+                max_model_len=128,
+                num_gpu_blocks=20,
+                max_num_seqs=3,
+            ),
+            "requests": [
+                _req("a", [5] * 100, 6),
+                _req("b", [6] * 100, 6),
+                _req("c", [7] * 10, 6),
+                _req("d", [8] * 10, 6),
+            ],
+            "num_steps": 40,
+        }
         sc[f"priority_preempt_{tag}"] = {
-            "policy": pol, "config": _cfg(scheduling_policy="priority", num_gpu_blocks=10,
-                                          max_model_len=128, max_num_batched_tokens=96),
-            "requests": [_req("low", [3] * 30, 40, priority=5),
-                         _req("mid", [4] * 30, 40, arrival=1, priority=2),
-                         _req("hi", [5] * 30, 40, arrival=3, priority=0),
-                         _req("hi2", [6] * 20, 10, arrival=5, priority=0)], "num_steps": 150}
+            "policy": pol,
+            "config": _cfg(
+                scheduling_policy="priority", num_gpu_blocks=10, max_model_len=128, max_num_batched_tokens=96
+            ),
+            "requests": [
+                _req("low", [3] * 30, 40, priority=5),
+                _req("mid", [4] * 30, 40, arrival=1, priority=2),
+                _req("hi", [5] * 30, 40, arrival=3, priority=0),
+                _req("hi2", [6] * 20, 10, arrival=5, priority=0),
+            ],
+            "num_steps": 150,
+        }
         sc[f"prefix_sharing_{tag}"] = {
-            "policy": pol, "config": _cfg(block_size=8, num_gpu_blocks=30, max_model_len=128),
-            "requests": [_req("a", [7] * 50, 4), _req("b", [7] * 50, 4), _req("c", [7] * 48, 3, arrival=2),
-                         _req("d", [7] * 32 + [9] * 9, 3, arrival=3), _req("e", [7] * 64, 2, arrival=9)],
-            "num_steps": 30}
+            "policy": pol,
+            "config": _cfg(block_size=8, num_gpu_blocks=30, max_model_len=128),
+            "requests": [
+                _req("a", [7] * 50, 4),
+                _req("b", [7] * 50, 4),
+                _req("c", [7] * 48, 3, arrival=2),
+                _req("d", [7] * 32 + [9] * 9, 3, arrival=3),
+                _req("e", [7] * 64, 2, arrival=9),
+            ],
+            "num_steps": 30,
+        }
         sc[f"aborts_{tag}"] = {
-            "policy": pol, "config": _cfg(num_gpu_blocks=10, max_model_len=128, max_num_batched_tokens=48),
+            "policy": pol,
+            "config": _cfg(num_gpu_blocks=10, max_model_len=128, max_num_batched_tokens=48),
             "requests": [_req(f"r{i}", [20 + i] * (25 + 7 * i), 20, arrival=i) for i in range(6)],
-            "aborts": [{"id": "r0", "step": 3}, {"id": "r5", "step": 2}, {"id": "r2", "step": 9},
-                       {"id": "r3", "step": 9}, {"id": "r1", "step": 60}, {"id": "r4", "step": 14}],
-            "num_steps": 80}
+            "aborts": [
+                {"id": "r0", "step": 3},
+                {"id": "r5", "step": 2},
+                {"id": "r2", "step": 9},
+                {"id": "r3", "step": 9},
+                {"id": "r1", "step": 60},
+                {"id": "r4", "step": 14},
+            ],
+            "num_steps": 80,
+        }
         sc[f"eos_{tag}"] = {
-            "policy": pol, "config": _cfg(),
+            "policy": pol,
+            "config": _cfg(),
             "requests": [_req(f"e{k}", [30 + k] * (5 + k), 6, eos=k) for k in range(1, 8)],
-            "num_steps": 15}
+            "num_steps": 15,
+        }
         sc[f"max_model_len_{tag}"] = {
-            "policy": pol, "config": _cfg(max_model_len=48, num_gpu_blocks=8, block_size=8),
+            "policy": pol,
+            "config": _cfg(max_model_len=48, num_gpu_blocks=8, block_size=8),
             "requests": [_req("a", [1] * 40, 8), _req("b", [2] * 47, 1), _req("c", [3] * 8, 40, arrival=2)],
-            "num_steps": 70}
+            "num_steps": 70,
+        }
         sc[f"one_seat_priority_{tag}"] = {
-            "policy": pol, "config": _cfg(max_num_seqs=1, scheduling_policy="priority"),
+            "policy": pol,
+            "config": _cfg(max_num_seqs=1, scheduling_policy="priority"),
             "requests": [_req(f"p{i}", [40 + i] * 6, 2, priority=(i * 7) % 4) for i in range(6)],
-            "num_steps": 25}
+            "num_steps": 25,
+        }
         sc[f"max_tokens_small_{tag}"] = {
-            "policy": pol, "config": _cfg(max_num_batched_tokens=32),
+            "policy": pol,
+            "config": _cfg(max_num_batched_tokens=32),
             "requests": [_req(f"m{i}", [50 + k] * 9, k) for i, k in enumerate((1, 2, 3, 5, 1, 2))],
-            "num_steps": 20}
+            "num_steps": 20,
+        }
         sc[f"eviction_lru_{tag}"] = {
-            "policy": pol, "config": _cfg(block_size=4, num_gpu_blocks=14, max_model_len=48,
-                                          max_num_batched_tokens=48, max_num_seqs=2),
-            "requests": [_req("x", [1] * 16, 2), _req("y", [2] * 16, 2, arrival=1),
-                         _req("z", [3] * 24, 2, arrival=6), _req("x2", [1] * 16, 2, arrival=10),
-                         _req("y2", [2] * 20, 2, arrival=12)], "num_steps": 30}
+            "policy": pol,
+            "config": _cfg(
+                block_size=4, num_gpu_blocks=14, max_model_len=48, max_num_batched_tokens=48, max_num_seqs=2
+            ),
+            "requests": [
+                _req("x", [1] * 16, 2),
+                _req("y", [2] * 16, 2, arrival=1),
+                _req("z", [3] * 24, 2, arrival=6),
+                _req("x2", [1] * 16, 2, arrival=10),
+                _req("y2", [2] * 20, 2, arrival=12),
+            ],
+            "num_steps": 30,
+        }
     return sc
 
 
@@ -207,9 +311,11 @@ def main(argv: list[str]) -> int:
         return 0
     outdir, n, seed = Path(argv[0]), int(argv[1]), int(argv[2])
     kind = argv[3] if len(argv) > 3 else "rand"
-    make, prefix = {"stress": (stress_scenario_from_seed, "stress"),
-                    "wide": (wide_scenario_from_seed, "wide"),
-                    "rand": (scenario_from_seed, "rand")}[kind]
+    make, prefix = {
+        "stress": (stress_scenario_from_seed, "stress"),
+        "wide": (wide_scenario_from_seed, "wide"),
+        "rand": (scenario_from_seed, "rand"),
+    }[kind]
     outdir.mkdir(parents=True, exist_ok=True)
     for s in range(seed, seed + n):
         (outdir / f"{prefix}_{s}.json").write_text(json.dumps(make(s)) + "\n")

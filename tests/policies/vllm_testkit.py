@@ -9,21 +9,30 @@ EOS = 2
 
 def make(name: str = "vllm", **cfg):
     """A policy with vLLM's unit-test harness defaults (10000 blocks, 16 seqs, 8192 tokens)."""
-    opts = dict(block_size=16, num_gpu_blocks=10000, max_num_seqs=16, max_num_batched_tokens=8192,
-                max_model_len=8192)
+    opts = dict(
+        block_size=16, num_gpu_blocks=10000, max_num_seqs=16, max_num_batched_tokens=8192, max_model_len=8192
+    )
     opts.update(cfg)
     return make_policy(name, **opts)
 
 
-def mkreq(rid: str, n: int, max_tokens: int = 16, tok: int | None = None, arrival: float = 0.0,
-          priority: int = 0, **kw) -> Request:
+def mkreq(
+    rid: str,
+    n: int,
+    max_tokens: int = 16,
+    tok: int | None = None,
+    arrival: float = 0.0,
+    priority: int = 0,
+    **kw,
+) -> Request:
     """A prompt of n copies of one token (vLLM's tests use [i] * n)."""
     t = tok if tok is not None else 1000 + sum(map(ord, rid))
     return Request(rid, arrival, n, max_tokens, prompt_token_ids=[t] * n, priority=priority, **kw)
 
 
-def fake_result(policy, plan: StepPlan, token: int = 100,
-                tokens: dict[str, list[int]] | None = None) -> StepResult:
+def fake_result(
+    policy, plan: StepPlan, token: int = 100, tokens: dict[str, list[int]] | None = None
+) -> StepResult:
     """One sampled token per request that is not a prefill chunk (overrides in `tokens`)."""
     sampled: dict[str, list[int]] = {}
     for rid in plan.num_scheduled_tokens:

@@ -8,8 +8,14 @@ from schedsim import RunConfig, simulate
 
 def _cpu_order(policy: str, **kw) -> list[tuple[str, int]]:
     """(phase, step) of the schedule and update phases, in simulated-time order."""
-    wl = pd.DataFrame({"request_id": ["a", "b", "c"], "arrival_time": [0.0, 0.0, 0.05],
-                       "prompt_tokens": [300, 40, 120], "output_tokens": [6, 9, 4]})
+    wl = pd.DataFrame(
+        {
+            "request_id": ["a", "b", "c"],
+            "arrival_time": [0.0, 0.0, 0.05],
+            "prompt_tokens": [300, 40, 120],
+            "output_tokens": [6, 9, 4],
+        }
+    )
     cfg = RunConfig(policy=policy, max_model_len=4096, num_gpu_blocks=600, seed=0, **kw)
     res = simulate(cfg, workload=wl, check_invariants=True)
     assert res.summary["num_finished"] == 3

@@ -13,8 +13,9 @@ from schedsim.policies import RequestStatus, make_policy  # noqa: E402
 
 def sglang(**kw):
     """A small sglang-overlap policy; keyword options override the defaults here."""
-    base = dict(num_gpu_blocks=65, block_size=16, max_num_seqs=4, max_model_len=512,
-                max_num_batched_tokens=512)
+    base = dict(
+        num_gpu_blocks=65, block_size=16, max_num_seqs=4, max_model_len=512, max_num_batched_tokens=512
+    )
     base.update(kw)
     return make_policy("sglang-overlap", **base)
 
@@ -22,8 +23,13 @@ def sglang(**kw):
 def test_eos_finish_is_seen_one_iteration_late():
     """'a' samples EOS in step 2; step 3 was planned before that result, so it still decodes 'a'."""
     t = run(sglang(), [make_request("a", 16, 10), make_request("b", 16, 10)], eos_at={"a": 2})
-    assert t.sched()[:5] == [{"a": 16, "b": 16}, {"a": 1, "b": 1}, {"a": 1, "b": 1},
-                             {"a": 1, "b": 1}, {"b": 1}]
+    assert t.sched()[:5] == [
+        {"a": 16, "b": 16},
+        {"a": 1, "b": 1},
+        {"a": 1, "b": 1},
+        {"a": 1, "b": 1},
+        {"b": 1},
+    ]
     assert t.plans[4].finished_req_ids == ["a"]
     assert t.tokens["a"] == [1000, 1001, 2]  # the wasted step-3 token is never delivered
     assert t.finish["a"] == RequestStatus.FINISHED_STOPPED
@@ -116,8 +122,13 @@ def test_new_token_ratio_reserves_running_decodes_at_admission():
 def test_retract_on_oom_picks_longest_prompt_and_drops_its_inflight_output():
     """16 blocks of 4, ratio 0.1 lets both in; at step 28 the pool is full and 'a' (longer
     prompt, same outputs) is retracted to the back of the queue, its in-flight token dropped."""
-    p = sglang(num_gpu_blocks=17, block_size=4, max_num_batched_tokens=64,
-               init_new_token_ratio=0.1, min_new_token_ratio_factor=1.0)
+    p = sglang(
+        num_gpu_blocks=17,
+        block_size=4,
+        max_num_batched_tokens=64,
+        init_new_token_ratio=0.1,
+        min_new_token_ratio_factor=1.0,
+    )
     seen = {}
 
     def observe(policy, plan):
@@ -167,10 +178,17 @@ def test_mixed_chunk_budgets_leave_room_for_the_running_decodes():
     """chunked_prefill_size 36 with 2 decodes: 34 left, the new chunk is cut to 32 (a page
     multiple), the continuations take 34 each; every mixed step carries both decodes."""
     c = make_request("c", 100, 2)
-    t = run(sglang(enable_mixed_chunk=True, chunked_prefill_size=36, block_size=4),
-            [make_request("a", 8, 10), make_request("b", 8, 10)], arrivals={3: [c]})
-    assert t.sched()[3:7] == [{"c": 32, "a": 1, "b": 1}, {"c": 34, "a": 1, "b": 1},
-                              {"c": 34, "a": 1, "b": 1}, {"a": 1, "b": 1, "c": 1}]
+    t = run(
+        sglang(enable_mixed_chunk=True, chunked_prefill_size=36, block_size=4),
+        [make_request("a", 8, 10), make_request("b", 8, 10)],
+        arrivals={3: [c]},
+    )
+    assert t.sched()[3:7] == [
+        {"c": 32, "a": 1, "b": 1},
+        {"c": 34, "a": 1, "b": 1},
+        {"c": 34, "a": 1, "b": 1},
+        {"a": 1, "b": 1, "c": 1},
+    ]
     assert [p.forward_mode for p in t.plans[3:7]] == ["mixed", "mixed", "mixed", "decode"]
 
 

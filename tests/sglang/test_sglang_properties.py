@@ -15,8 +15,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "baselines"))
 from schedloop import check_run  # noqa: E402
 from schedsim.policies import make_policy  # noqa: E402
 
-SETTINGS = settings(max_examples=30, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 
 VARIANTS = {
     "overlap": {},
@@ -28,21 +29,36 @@ VARIANTS = {
 }
 
 MAX_MODEL_LEN = 40
-requests_st = st.lists(st.tuples(st.integers(1, 24), st.integers(1, 40),
-                                 st.one_of(st.none(), st.integers(0, 40)), st.integers(0, 2)),
-                       min_size=1, max_size=8)
+requests_st = st.lists(
+    st.tuples(
+        st.integers(1, 24), st.integers(1, 40), st.one_of(st.none(), st.integers(0, 40)), st.integers(0, 2)
+    ),
+    min_size=1,
+    max_size=8,
+)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 @SETTINGS
-@given(spec=requests_st, data=st.data(), blocks=st.integers(11, 24), seqs=st.integers(1, 6),
-       chunk=st.sampled_from([8, 16, 32]), ratio=st.sampled_from([0.05, 0.7]))
-def test_sglang_conserves_kv_and_finishes_every_request(variant, spec, data, blocks, seqs, chunk,
-                                                        ratio):
+@given(
+    spec=requests_st,
+    data=st.data(),
+    blocks=st.integers(11, 24),
+    seqs=st.integers(1, 6),
+    chunk=st.sampled_from([8, 16, 32]),
+    ratio=st.sampled_from([0.05, 0.7]),
+)
+def test_sglang_conserves_kv_and_finishes_every_request(variant, spec, data, blocks, seqs, chunk, ratio):
     """Low new-token ratios over-admit into tight pools, so retraction happens often."""
     arrivals = data.draw(st.lists(st.integers(0, 12), min_size=len(spec), max_size=len(spec)))
-    opts = dict(num_gpu_blocks=blocks, block_size=4, max_num_seqs=seqs, max_model_len=MAX_MODEL_LEN,
-                max_num_batched_tokens=chunk, init_new_token_ratio=ratio)
+    opts = dict(
+        num_gpu_blocks=blocks,
+        block_size=4,
+        max_num_seqs=seqs,
+        max_model_len=MAX_MODEL_LEN,
+        max_num_batched_tokens=chunk,
+        init_new_token_ratio=ratio,
+    )
     opts.update(VARIANTS[variant])
 
     def make():

@@ -26,8 +26,7 @@ def workload() -> list[Request]:
         prompt = shared + own if i % 2 == 0 else own
         # no EOS id: the greedy run is its full length, and SGLang's admission applies its
         # new-token ratio (ignore_eos requests are always reserved in full)
-        out.append(Request(f"r{i}", 0.0, len(prompt), 10 + i, prompt_token_ids=prompt,
-                           eos_token_id=None))
+        out.append(Request(f"r{i}", 0.0, len(prompt), 10 + i, prompt_token_ids=prompt, eos_token_id=None))
     return out
 
 
@@ -62,18 +61,22 @@ def model_and_reference():
     return ex.model, ref
 
 
-@pytest.mark.parametrize("name,options", [
-    ("sglang-overlap", {"init_new_token_ratio": 0.05, "max_num_batched_tokens": 8}),
-    ("sglang-overlap", {"init_new_token_ratio": 0.05, "enable_mixed_chunk": True,
-                        "max_num_batched_tokens": 8}),
-    ("sarathi", {"max_num_batched_tokens": 8}),
-])
+@pytest.mark.parametrize(
+    "name,options",
+    [
+        ("sglang-overlap", {"init_new_token_ratio": 0.05, "max_num_batched_tokens": 8}),
+        (
+            "sglang-overlap",
+            {"init_new_token_ratio": 0.05, "enable_mixed_chunk": True, "max_num_batched_tokens": 8},
+        ),
+        ("sarathi", {"max_num_batched_tokens": 8}),
+    ],
+)
 def test_kv_pressure_recomputes_the_same_tokens(model_and_reference, name, options):
     model, ref = model_and_reference
     blocks = 9  # 8 usable blocks of 4 tokens: sglang retracts, sarathi/orca preempt
     executor = RealExecutor(model, ExecutorConfig(model="tiny", block_size=BS, num_blocks=blocks, seed=2))
-    pol = make_policy(name, block_size=BS, num_gpu_blocks=blocks, max_num_seqs=4, max_model_len=32,
-                      **options)
+    pol = make_policy(name, block_size=BS, num_gpu_blocks=blocks, max_num_seqs=4, max_model_len=32, **options)
     requests = workload()
     outputs = drive(pol, executor, requests)
     assert sum(r.num_preemptions for r in requests) > 0  # the pool really was too small

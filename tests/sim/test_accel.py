@@ -41,10 +41,14 @@ def test_required_build_is_active() -> None:
 
 def _manifest() -> dict:
     """A manifest matching the sources now on disk (as the build writes it)."""
-    modules = {m: {"so": f"{m}.so", "sha256": accel.file_hash(accel.source_path(m))}
-               for m in accel.COMPILED_MODULES}
-    return {"ext_suffix": importlib.machinery.EXTENSION_SUFFIXES[0], "modules": modules,
-            "group": {"name": accel.GROUP + "__mypyc", "so": "group.so"}}
+    modules = {
+        m: {"so": f"{m}.so", "sha256": accel.file_hash(accel.source_path(m))} for m in accel.COMPILED_MODULES
+    }
+    return {
+        "ext_suffix": importlib.machinery.EXTENSION_SUFFIXES[0],
+        "modules": modules,
+        "group": {"name": accel.GROUP + "__mypyc", "so": "group.so"},
+    }
 
 
 def test_a_changed_source_disables_the_whole_build(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -60,10 +64,13 @@ def test_a_changed_source_disables_the_whole_build(monkeypatch: pytest.MonkeyPat
     assert extensions == {} and "policies/kv_cache/block_pool.py changed" in why
 
 
-@pytest.mark.parametrize("change, reason", [
-    ({"ext_suffix": ".cpython-00-other.so"}, "another interpreter"),
-    ({"modules": {}}, "another list of modules"),
-])
+@pytest.mark.parametrize(
+    "change, reason",
+    [
+        ({"ext_suffix": ".cpython-00-other.so"}, "another interpreter"),
+        ({"modules": {}}, "another list of modules"),
+    ],
+)
 def test_a_build_for_something_else_is_refused(change: dict, reason: str) -> None:
     """Another ABI or another module list: refused before any file is looked at."""
     extensions, why = accel.check_manifest({**_manifest(), **change})
@@ -95,8 +102,10 @@ def _config(policy: str, engine: str, trace: str, pool: int | None, n: int) -> R
 
 def _hashes(res: object) -> dict[str, str]:
     """A digest of every table and of the summary without wall-clock fields."""
-    out = {name: str(pd.util.hash_pandas_object(getattr(res, name), index=True).sum())
-           for name in ("requests", "steps", "timeline", "itl")}
+    out = {
+        name: str(pd.util.hash_pandas_object(getattr(res, name), index=True).sum())
+        for name in ("requests", "steps", "timeline", "itl")
+    }
     summary = {k: v for k, v in res.summary.items() if k != "sim_wall_s"}
     out["summary"] = json.dumps(summary, sort_keys=True, default=str)
     return out
@@ -117,8 +126,9 @@ def test_compiled_and_pure_python_runs_are_identical() -> None:
     """Same configurations in a SCHEDSIM_PURE=1 child: identical tables and summaries."""
     env = {**os.environ, "SCHEDSIM_PURE": "1"}
     code = _CHILD.format(tests=str(Path(__file__).parent))
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True, timeout=900)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True, timeout=900
+    )
     pure = json.loads(out.stdout.strip().splitlines()[-1])
     for case, want in zip(COMPARED, pure, strict=True):
         assert _hashes(simulate(_config(*case))) == want, case

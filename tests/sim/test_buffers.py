@@ -12,11 +12,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from schedsim.metrics.column import FLUSH, Column
 
-_OPS = st.lists(st.one_of(
-    st.tuples(st.just("append"), st.integers(-1000, 1000)),
-    st.tuples(st.just("extend"), st.integers(0, FLUSH + 5)),  # may cross a flush
-    st.tuples(st.just("set"), st.integers(-(1 << 30), 1 << 30)),
-    st.tuples(st.just("get"), st.integers(-(1 << 30), 1 << 30))), max_size=12)
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("append"), st.integers(-1000, 1000)),
+        st.tuples(st.just("extend"), st.integers(0, FLUSH + 5)),  # may cross a flush
+        st.tuples(st.just("set"), st.integers(-(1 << 30), 1 << 30)),
+        st.tuples(st.just("get"), st.integers(-(1 << 30), 1 << 30)),
+    ),
+    max_size=12,
+)
 
 
 @settings(max_examples=60, deadline=None)

@@ -18,10 +18,14 @@ from test_fast_forward import assert_same, assert_same_state_when_stopped, trace
 
 def _workload(rows: list[tuple[float, int, int]]) -> pd.DataFrame:
     """(arrival time, prompt tokens, output tokens) per request."""
-    return pd.DataFrame({"request_id": [f"r{i}" for i in range(len(rows))],
-                         "arrival_time": [a for a, _, _ in rows],
-                         "prompt_tokens": [p for _, p, _ in rows],
-                         "output_tokens": [o for _, _, o in rows]})
+    return pd.DataFrame(
+        {
+            "request_id": [f"r{i}" for i in range(len(rows))],
+            "arrival_time": [a for a, _, _ in rows],
+            "prompt_tokens": [p for _, p, _ in rows],
+            "output_tokens": [o for _, _, o in rows],
+        }
+    )
 
 
 # max_tokens = the traced output ('output': the request stops on EOS at max_tokens, which the
@@ -56,11 +60,16 @@ def test_default_trace_slice_leaves_about_one_ordinary_iteration_per_request(pol
 
 @pytest.mark.parametrize("starved", [False, True])
 @pytest.mark.parametrize("policy,engine", [("vllm", "sync"), ("vllm-async", "async")])
-def test_deferred_block_free_identical_tables_and_state(policy: str, engine: str, starved: bool,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_deferred_block_free_identical_tables_and_state(
+    policy: str, engine: str, starved: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """vLLM's defer_block_free: finishes inside a stretch park their blocks behind fences."""
-    base = RunConfig(**{**trace_config(policy, engine, "azure-conv-2023", starved=starved).__dict__,
-                        "policy_options": {"defer_block_free": True}})
+    base = RunConfig(
+        **{
+            **trace_config(policy, engine, "azure-conv-2023", starved=starved).__dict__,
+            "policy_options": {"defer_block_free": True},
+        }
+    )
     for extra in ({}, {"max_tokens_source": "cap"}, {"abort_fraction": 0.3, "abort_window_s": 3.0}):
         assert assert_same(RunConfig(**{**base.__dict__, **extra}))["fast_forward_steps"] > 0, extra
     assert_same_state_when_stopped(base, (1.37, 2.9), monkeypatch)

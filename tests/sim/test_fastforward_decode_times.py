@@ -19,11 +19,14 @@ class _ShapeOnly:
         return self.inner.step_time(shape) * 1.5
 
 
-@pytest.mark.parametrize("make", [
-    lambda: make_latency_model("llama-3.1-8b", "h100", kind="roofline"),  # the native call
-    lambda: make_latency_model("llama-2-7b", "a100-80gb", kind="table"),  # its own closed form
-    _ShapeOnly,
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: make_latency_model("llama-3.1-8b", "h100", kind="roofline"),  # the native call
+        lambda: make_latency_model("llama-2-7b", "a100-80gb", kind="table"),  # its own closed form
+        _ShapeOnly,
+    ],
+)
 @settings(max_examples=25, deadline=None)
 @given(ctx=st.lists(st.integers(1, 20000), min_size=1, max_size=40), i=st.integers(0, 300))
 def test_decode_times_equal_step_time_of_that_shape(make, ctx: list[int], i: int) -> None:

@@ -20,10 +20,13 @@ def _jumps(ks: list[int], cpu_at: list[int], gpu_at: list[int]) -> JumpChunks:
     10,000 j + 600 + i."""
     ch, step = JumpChunks(), 0
     for j, k in enumerate(ks):
-        fields = [[10_000.0 * j + 300 + i for i in range(k)], [1.0] * k,
-                  [10_000.0 * j + 600 + i for i in range(k)], [0.5] * k]
-        ch.add([cpu_at[j], gpu_at[j], step, k, 1, 4, 4], [1.0] * (len(COSTS) - 1) + [10_000.0 * j],
-               fields)
+        fields = [
+            [10_000.0 * j + 300 + i for i in range(k)],
+            [1.0] * k,
+            [10_000.0 * j + 600 + i for i in range(k)],
+            [0.5] * k,
+        ]
+        ch.add([cpu_at[j], gpu_at[j], step, k, 1, 4, 4], [1.0] * (len(COSTS) - 1) + [10_000.0 * j], fields)
         step += k
     return ch
 
@@ -33,8 +36,12 @@ def _cpu_rows(j: int, i: int, step: int) -> list[tuple[int, float, float, int]]:
     rows (kind, start, end, step); the d2h and update are the step before's (lag 1)."""
     poll = 10_000.0 * j if i == 0 else 10_000.0 * j + 600 + (i - 1) + 2  # the update before
     wait = 10_000.0 * j + 600 + i
-    return [(1, poll, poll + 1, step), (2, poll + 1, poll + 2, step), (3, wait, wait + 1, step - 1),
-            (4, wait + 1, wait + 2, step - 1)]
+    return [
+        (1, poll, poll + 1, step),
+        (2, poll + 1, poll + 2, step),
+        (3, wait, wait + 1, step - 1),
+        (4, wait + 1, wait + 2, step - 1),
+    ]
 
 
 @settings(max_examples=150, deadline=None)
@@ -51,10 +58,14 @@ def test_jump_rows_merge_where_appended(n_cpu: int, n_gpu: int, data: st.DataObj
     want_cpu, want_gpu = list(cpu_stream), list(gpu_stream)
     firsts = np.cumsum([0, *ks]).tolist()  # each jump's first step
     for j in reversed(range(len(ks))):
-        want_cpu[cpu_at[j]:cpu_at[j]] = [x for i in range(ks[j]) for x in _cpu_rows(j, i, firsts[j] + i)]
-        want_gpu[gpu_at[j]:gpu_at[j]] = [10_000.0 * j + 300 + i for i in range(ks[j])]
-    cpu = [np.zeros(n_cpu, np.int8), np.array([r[1] for r in cpu_stream]), np.zeros(n_cpu),
-           np.zeros(n_cpu, np.int32)]
+        want_cpu[cpu_at[j] : cpu_at[j]] = [x for i in range(ks[j]) for x in _cpu_rows(j, i, firsts[j] + i)]
+        want_gpu[gpu_at[j] : gpu_at[j]] = [10_000.0 * j + 300 + i for i in range(ks[j])]
+    cpu = [
+        np.zeros(n_cpu, np.int8),
+        np.array([r[1] for r in cpu_stream]),
+        np.zeros(n_cpu),
+        np.zeros(n_cpu, np.int32),
+    ]
     gpu = [np.array(gpu_stream), np.zeros(n_gpu), np.zeros(n_gpu, np.int32)]
     got_cpu, got_gpu = merge_jump_timeline(_jumps(ks, cpu_at, gpu_at), cpu, gpu, (1, 2, 3, 4), chunk)
     assert list(zip(*(c.tolist() for c in got_cpu), strict=True)) == want_cpu  # all four columns
@@ -67,8 +78,12 @@ def _record(k: int, is_async: bool, d0: float) -> JumpChunks:
     """One jump of k iterations at step 10 polling first at 0: forward i starts at 300 + i for
     50, wait i returns at 600 + i, KV usage 900 + i; no prepare in the last iteration."""
     ch = JumpChunks()
-    fields = [[300.0 + i for i in range(k)], [50.0] * k, [600.0 + i for i in range(k)],
-              [900.0 + i for i in range(k)]]
+    fields = [
+        [300.0 + i for i in range(k)],
+        [50.0] * k,
+        [600.0 + i for i in range(k)],
+        [900.0 + i for i in range(k)],
+    ]
     meta = dict(cpu_pos=7, gpu_pos=3, idx0=10, k=k, lag=int(is_async), n=4, n_last=3)
     costs = dict(s=1.0, p=1.0, d0=d0, u0=1.0, d=1.0, u=1.0, s_last=1.0, p_last=0.0, poll0=0.0)
     ch.add([meta[m] for m in META], [costs[c] for c in COSTS], fields)
@@ -79,8 +94,17 @@ def test_jump_steps_rows() -> None:
     """Schedule ends derived from the polls (the update before), the batch of the last iteration
     its own, nothing else touched."""
     ch = _record(3, False, 1.0)
-    names = ("schedule_time", "start", "end", "gpu_time", "kv_usage", "num_running",
-             "num_decode_reqs", "num_decode_tokens", "num_prefill_reqs")
+    names = (
+        "schedule_time",
+        "start",
+        "end",
+        "gpu_time",
+        "kv_usage",
+        "num_running",
+        "num_decode_reqs",
+        "num_decode_tokens",
+        "num_prefill_reqs",
+    )
     cols = {n: np.zeros(14) for n in names}
     fill_jump_steps(ch, cols)
     assert cols["schedule_time"][10:13].tolist() == [1.0, 603.0, 604.0]  # polls 0, 602, 603
@@ -110,8 +134,19 @@ def test_jump_timeline_rows_phases_and_steps() -> None:
 @pytest.mark.parametrize("chunk", [1, 2, 3, 1 << 16])
 def test_jump_steps_rows_in_any_chunking(chunk: int) -> None:
     """Three jumps (3, 1 and 2 iterations) fill steps 0-5 the same however they are chunked."""
-    cols = {n: np.full(6, -1.0) for n in ("schedule_time", "start", "end", "gpu_time", "kv_usage",
-                                           "num_running", "num_decode_reqs", "num_decode_tokens")}
+    cols = {
+        n: np.full(6, -1.0)
+        for n in (
+            "schedule_time",
+            "start",
+            "end",
+            "gpu_time",
+            "kv_usage",
+            "num_running",
+            "num_decode_reqs",
+            "num_decode_tokens",
+        )
+    }
     fill_jump_steps(_jumps([3, 1, 2], [0, 0, 0], [0, 0, 0]), cols, chunk)
     assert cols["schedule_time"].tolist() == [1.0, 603.0, 604.0, 10_001.0, 20_001.0, 20_603.0]
     assert cols["num_running"].tolist() == [4] * 6
@@ -123,5 +158,6 @@ def test_steps_table_needs_the_jumps() -> None:
 
     class _Rec:
         timeline_released = True
+
     with pytest.raises(RuntimeError, match="after timeline_table"):
         steps_table(_Rec())  # type: ignore[arg-type]

@@ -36,14 +36,14 @@ def test_row_of_every_step_earlier_ones_included(order: list[int]) -> None:
     rows, kinds = _build(order)
     assert [rows.row(s) for s in range(len(kinds))] == kinds  # the bisect path for early steps
     assert rows.row(len(kinds)) == len(kinds) - rows.jumped  # the next step, after every jump
-    assert np.flatnonzero(rows.jump_mask(len(kinds))).tolist() == [
-        s for s, r in enumerate(kinds) if r < 0]
+    assert np.flatnonzero(rows.jump_mask(len(kinds))).tolist() == [s for s, r in enumerate(kinds) if r < 0]
 
 
 @settings(max_examples=60, deadline=None)
 @given(_ORDER, st.data())
 def test_place_puts_ordinary_rows_around_zeroed_jumps_then_the_late_writes(
-        order: list[int], data: st.DataObject) -> None:
+    order: list[int], data: st.DataObject
+) -> None:
     rows, kinds = _build(order)
     n_ord = sum(1 for r in kinds if r >= 0)
     cols = {name: Column(STEP_TYPES.get(name, "i")) for name in STEP_FIELDS}
@@ -58,9 +58,20 @@ def test_place_puts_ordinary_rows_around_zeroed_jumps_then_the_late_writes(
     finished = [1 if r >= 0 else 0 for r in kinds]
     jumps = [s for s, r in enumerate(kinds) if r < 0]
     for s in data.draw(st.lists(st.sampled_from(jumps), max_size=5)) if jumps else []:
-        rows.write_done(SimpleNamespace(  # on_step_done of a jump's step: set
-            step=s, start=0.5 + s, end=0.0, gpu_time=0.0, num_prefill_reqs=0, num_decode_reqs=3,
-            num_prefill_tokens=0, num_decode_tokens=0, num_spec_tokens=0, defer_sampling=0))
+        rows.write_done(
+            SimpleNamespace(  # on_step_done of a jump's step: set
+                step=s,
+                start=0.5 + s,
+                end=0.0,
+                gpu_time=0.0,
+                num_prefill_reqs=0,
+                num_decode_reqs=3,
+                num_prefill_tokens=0,
+                num_decode_tokens=0,
+                num_spec_tokens=0,
+                defer_sampling=0,
+            )
+        )
         rows.add_finished(s, 2)  # added twice where drawn twice
         start[s], decode[s] = 0.5 + s, 3
         finished[s] += 2

@@ -30,8 +30,9 @@ def test_hash_is_the_two_lane_polynomial(tokens: list[int]) -> None:
 
 @settings(max_examples=60, deadline=None)
 @given(_TOKENS, st.data())
-def test_hash_tells_apart_changed_reordered_and_extended_outputs(tokens: list[int],
-                                                                 data: st.DataObject) -> None:
+def test_hash_tells_apart_changed_reordered_and_extended_outputs(
+    tokens: list[int], data: st.DataObject
+) -> None:
     if tokens:
         i = data.draw(st.integers(0, len(tokens) - 1))
         changed = tokens.copy()

@@ -12,8 +12,7 @@ samples = st.lists(st.sampled_from([0.0, 1e-3, 2.5e-3, 0.0125, 0.5, 7.0]), min_s
 
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(xs=samples, split=st.integers(0, 80), q=st.sampled_from([0.0, 12.5, 50.0, 99.0, 100.0]))
-def test_runs_encode_like_single_appends_and_stats_match_numpy(xs: list[float], split: int,
-                                                               q: float) -> None:
+def test_runs_encode_like_single_appends_and_stats_match_numpy(xs: list[float], split: int, q: float) -> None:
     one, mixed = RunLengths(), RunLengths()
     for x in xs:
         one.append(x)

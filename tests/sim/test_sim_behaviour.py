@@ -11,17 +11,27 @@ from schedsim.policies import list_policies
 
 def burst(n: int, prompt: int, output: int, gap: float = 0.0, **cols) -> pd.DataFrame:
     """n equal requests arriving `gap` apart."""
-    df = pd.DataFrame({"request_id": [f"r{i:03d}" for i in range(n)],
-                       "arrival_time": np.arange(n) * gap,
-                       "prompt_tokens": [prompt] * n, "output_tokens": [output] * n})
+    df = pd.DataFrame(
+        {
+            "request_id": [f"r{i:03d}" for i in range(n)],
+            "arrival_time": np.arange(n) * gap,
+            "prompt_tokens": [prompt] * n,
+            "output_tokens": [output] * n,
+        }
+    )
     for k, v in cols.items():
         df[k] = v
     return df
 
 
 def cfg(**kw) -> RunConfig:
-    base = dict(num_gpu_blocks=2000, max_num_seqs=64, max_num_batched_tokens=2048,
-                max_model_len=4096, latency_model="roofline")
+    base = dict(
+        num_gpu_blocks=2000,
+        max_num_seqs=64,
+        max_num_batched_tokens=2048,
+        max_model_len=4096,
+        latency_model="roofline",
+    )
     base.update(kw)
     return RunConfig(**base)
 
@@ -79,10 +89,17 @@ def test_structured_output_defers_sampling_until_previous_output_is_processed():
 def test_head_of_line_blocking_is_charged_to_the_request_that_would_fit():
     # r000 runs a long decode holding most of the pool; r001 needs more blocks than are free;
     # r002 is small and would fit, but FCFS keeps it behind r001.
-    wl = pd.DataFrame({"request_id": ["r000", "r001", "r002"], "arrival_time": [0.0, 0.05, 0.06],
-                       "prompt_tokens": [600, 600, 32], "output_tokens": [200, 5, 5]})
-    res = simulate(cfg(policy="vllm", num_gpu_blocks=64, max_num_batched_tokens=1024,
-                       max_model_len=1000), workload=wl)
+    wl = pd.DataFrame(
+        {
+            "request_id": ["r000", "r001", "r002"],
+            "arrival_time": [0.0, 0.05, 0.06],
+            "prompt_tokens": [600, 600, 32],
+            "output_tokens": [200, 5, 5],
+        }
+    )
+    res = simulate(
+        cfg(policy="vllm", num_gpu_blocks=64, max_num_batched_tokens=1024, max_model_len=1000), workload=wl
+    )
     hol = res.requests.set_index("request_id")["hol_blocking_time"]
     assert hol["r000"] == 0.0 and hol["r001"] == 0.0
     assert hol["r002"] > 0.5
@@ -107,18 +124,30 @@ KV_FAILURE_GAP = {"vllm-async"}
 @pytest.mark.parametrize("policy", [i.name for i in list_policies()])
 def test_kv_load_failure_ends_in_error_or_recompute(policy: str, request) -> None:
     if policy in KV_FAILURE_GAP:
-        request.applymarker(pytest.mark.xfail(reason="async KV-load-failure handling delivers a "
-                                                     "token computed on the failed KV", strict=False))
+        request.applymarker(
+            pytest.mark.xfail(
+                reason="async KV-load-failure handling delivers a token computed on the failed KV",
+                strict=False,
+            )
+        )
     wl = burst(3, 40, 30, gap=0.01)
-    res = simulate(cfg(policy=policy, kv_load_failures=["r001"], enable_chunked_prefill=None,
-                       max_num_batched_tokens=4096), workload=wl)
+    res = simulate(
+        cfg(
+            policy=policy, kv_load_failures=["r001"], enable_chunked_prefill=None, max_num_batched_tokens=4096
+        ),
+        workload=wl,
+    )
     req = res.requests.set_index("request_id")
     # A request that reaches its trace length ends by EOS or by max_tokens (= that length), in
     # the order its engine checks them (vLLM: EOS first; SGLang: length first).
     assert req.loc["r001", "finish_reason"] in ("error", "stop", "length")
     if req.loc["r001", "finish_reason"] != "error":  # recomputed: full, correct output
-        assert req.loc["r001", "output_hash"] == simulate(cfg(policy=policy, max_num_batched_tokens=4096),
-                                                          workload=wl).requests["output_hash"][1]
+        assert (
+            req.loc["r001", "output_hash"]
+            == simulate(cfg(policy=policy, max_num_batched_tokens=4096), workload=wl).requests["output_hash"][
+                1
+            ]
+        )
     assert req.drop(index="r001")["finish_reason"].isin(["stop", "length"]).all()
 
 
@@ -132,11 +161,19 @@ def test_seeded_abort_fraction_is_deterministic():
 
 
 def test_prompt_longer_than_max_model_len_is_rejected_not_dropped():
-    wl = pd.DataFrame({"request_id": ["ok", "long"], "arrival_time": [0.0, 0.0],
-                       "prompt_tokens": [10, 5000], "output_tokens": [3, 3]})
+    wl = pd.DataFrame(
+        {
+            "request_id": ["ok", "long"],
+            "arrival_time": [0.0, 0.0],
+            "prompt_tokens": [10, 5000],
+            "output_tokens": [3, 3],
+        }
+    )
     res = simulate(cfg(policy="vllm"), workload=wl)
-    assert res.requests.set_index("request_id")["finish_reason"].to_dict() == {"ok": "stop",
-                                                                               "long": "rejected"}
+    assert res.requests.set_index("request_id")["finish_reason"].to_dict() == {
+        "ok": "stop",
+        "long": "rejected",
+    }
     assert res.summary["num_rejected"] == 1
 
 

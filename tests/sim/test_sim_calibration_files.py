@@ -15,8 +15,12 @@ def _small(**kw: object) -> RunConfig:
 
 
 def test_cpu_cost_file_changes_cpu_time_and_is_recorded(tmp_path):
-    cal = {"kind": "cpu-cost", "scale": 1.0, "source": "test",
-           "phases": {"schedule": {"base": 0.004, "per_req": 0.0, "per_token": 0.0}}}
+    cal = {
+        "kind": "cpu-cost",
+        "scale": 1.0,
+        "source": "test",
+        "phases": {"schedule": {"base": 0.004, "per_req": 0.0, "per_token": 0.0}},
+    }
     path = tmp_path / "cpu.json"
     path.write_text(json.dumps(cal))
     base = simulate(_small())
@@ -28,8 +32,12 @@ def test_cpu_cost_file_changes_cpu_time_and_is_recorded(tmp_path):
 
 
 def test_fitted_latency_calibration_drives_step_times(tmp_path):
-    rows = [{"step_time_ms": 5.0 + 0.01 * p + 0.2 * d, "prefill_tokens": p, "decode_count": d}
-            for p in (0, 64, 256, 1024) for d in (0, 1, 8, 32) if p or d]
+    rows = [
+        {"step_time_ms": 5.0 + 0.01 * p + 0.2 * d, "prefill_tokens": p, "decode_count": d}
+        for p in (0, 64, 256, 1024)
+        for d in (0, 1, 8, 32)
+        if p or d
+    ]
     csv = tmp_path / "steps.csv"
     pd.DataFrame(rows).to_csv(csv, index=False)
     from schedsim.latency.calibration import calibrate_from_args

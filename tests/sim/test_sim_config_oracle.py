@@ -6,18 +6,29 @@ import dataclasses
 import json
 
 import pytest
-from schedsim.run.resolve import resolve_run
 from schedsim import RunConfig
+from schedsim.policies import Request, StepPlan
+from schedsim.run.resolve import resolve_run
 from schedsim.worlds.executor import SimExecutor
 from schedsim.worlds.oracle import _PHI, MASK64, PHI_I64, WorkloadOracle, synthetic_token, to_i64
-from schedsim.policies import Request, StepPlan
 
 
-@pytest.mark.parametrize("field,value", [("tp", 0), ("block_size", 0), ("rate", -1.0),
-                                         ("max_requests", 0), ("gpu_memory_utilization", 1.5),
-                                         ("spec_acceptance_rate", 2.0), ("engine", "turbo"),
-                                         ("num_gpu_blocks", 1), ("cpu_cost_scale", -1.0),
-                                         ("scheduling_policy", "lifo"), ("seed", -3)])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("tp", 0),
+        ("block_size", 0),
+        ("rate", -1.0),
+        ("max_requests", 0),
+        ("gpu_memory_utilization", 1.5),
+        ("spec_acceptance_rate", 2.0),
+        ("engine", "turbo"),
+        ("num_gpu_blocks", 1),
+        ("cpu_cost_scale", -1.0),
+        ("scheduling_policy", "lifo"),
+        ("seed", -3),
+    ],
+)
 def test_bad_values_name_the_field(field: str, value: object) -> None:
     with pytest.raises(ValueError, match=field):
         RunConfig(**{field: value})
@@ -76,8 +87,12 @@ def test_prefill_chunk_samples_nothing_and_final_chunk_samples_first_token() -> 
     o = _oracle(3)
     ex = SimExecutor(o, type("L", (), {"step_time": lambda self, s: 0.01})())
     req = Request("a", 0.0, 40, 10)
-    chunk = StepPlan(num_scheduled_tokens={"a": 32}, total_num_scheduled_tokens=32,
-                     context_lens={"a": 0}, new_req_ids=["a"])
+    chunk = StepPlan(
+        num_scheduled_tokens={"a": 32},
+        total_num_scheduled_tokens=32,
+        context_lens={"a": 0},
+        new_req_ids=["a"],
+    )
     h = ex.launch(chunk, {"a": req})
     assert h.result.sampled_token_ids == {"a": []} and h.num_prefill_reqs == 1
     last = StepPlan(num_scheduled_tokens={"a": 8}, total_num_scheduled_tokens=8, context_lens={"a": 32})
@@ -94,8 +109,12 @@ def test_recompute_after_preemption_is_a_prefill_and_resumes_at_the_right_positi
     ex = SimExecutor(o, type("L", (), {"step_time": lambda self, s: 0.01})())
     req = Request("a", 0.0, 10, 30)
     req.output_token_ids.extend(o.token(req, i) for i in range(5))
-    plan = StepPlan(num_scheduled_tokens={"a": 15}, total_num_scheduled_tokens=15,
-                    context_lens={"a": 0}, resumed_req_ids=["a"])
+    plan = StepPlan(
+        num_scheduled_tokens={"a": 15},
+        total_num_scheduled_tokens=15,
+        context_lens={"a": 0},
+        resumed_req_ids=["a"],
+    )
     h = ex.launch(plan, {"a": req})
     assert h.num_prefill_reqs == 1 and h.num_prefill_tokens == 15
     assert h.result.sampled_token_ids["a"] == [o.token(req, 5)]
@@ -107,9 +126,17 @@ def test_kv_load_failure_fires_once() -> None:
     assert o.kv_load_fails("a") and not o.kv_load_fails("a")
 
 
-@pytest.mark.parametrize("kw", [{}, {"eos_token_id": 5}, {"eos_token_id": 5, "ignore_eos": True},
-                                {"eos_token_id": None}, {"stop_token_ids": "row"}],
-                         ids=["eos", "eos_in_vocab", "ignore_eos", "no_eos", "stop_ids"])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"eos_token_id": 5},
+        {"eos_token_id": 5, "ignore_eos": True},
+        {"eos_token_id": None},
+        {"stop_token_ids": "row"},
+    ],
+    ids=["eos", "eos_in_vocab", "ignore_eos", "no_eos", "stop_ids"],
+)
 def test_tokens_run_equals_token_at_each_position(kw: dict) -> None:
     o = WorkloadOracle(seed=7, vocab_size=12)  # a small vocabulary: synthetic ids hit EOS and stops
     o.add("r", 30)
@@ -118,7 +145,7 @@ def test_tokens_run_equals_token_at_each_position(kw: dict) -> None:
     req = Request("r", 0.0, 4, 40, **kw)
     one = [o.token(req, i) for i in range(40)]
     for first, count in ((0, 40), (5, 30), (29, 1), (17, 9)):
-        assert o.tokens(req, first, count) == one[first:first + count]
+        assert o.tokens(req, first, count) == one[first : first + count]
     if req.eos_token_id is not None and not req.ignore_eos:
         assert one[29] == req.eos_token_id and req.eos_token_id not in one[:29]
     elif req.eos_token_id is not None:
@@ -130,9 +157,12 @@ def test_tokens_run_equals_token_at_each_position(kw: dict) -> None:
 @pytest.mark.parametrize("count", [1, 3, 40])
 def test_token_rows_equal_token_for_mixed_requests(count: int) -> None:
     o = WorkloadOracle(seed=3, vocab_size=12)  # synthetic ids hit EOS and stop ids
-    reqs = [Request("a", 0.0, 4, 80), Request("b", 0.0, 4, 80, eos_token_id=5),
-            Request("c", 0.0, 4, 80, eos_token_id=5, ignore_eos=True),
-            Request("d", 0.0, 4, 80, eos_token_id=None, stop_token_ids=(6, 7))]
+    reqs = [
+        Request("a", 0.0, 4, 80),
+        Request("b", 0.0, 4, 80, eos_token_id=5),
+        Request("c", 0.0, 4, 80, eos_token_id=5, ignore_eos=True),
+        Request("d", 0.0, 4, 80, eos_token_id=None, stop_token_ids=(6, 7)),
+    ]
     for r, target in zip(reqs, (2, 9, 30, 41), strict=True):
         o.add(r.request_id, target)
     o.info["a"] = (to_i64((1 << 64) - 2), 1)  # a key at the top of the range: the grid must wrap

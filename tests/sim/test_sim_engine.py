@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from schedsim import RunConfig, simulate
 from schedsim.engine.loop import Engine, PolicyStuckError
+from schedsim.engine.waits import CpuPhase, Inputs, Launch, PollInputs, Sample, WaitArrival, WaitStep
+from schedsim.policies import Request, StepPlan, make_policy
 from schedsim.worlds.executor import SimExecutor
 from schedsim.worlds.oracle import WorkloadOracle
-from schedsim.policies import Request, StepPlan, make_policy
-from schedsim.engine.waits import CpuPhase, Inputs, Launch, PollInputs, Sample, WaitArrival, WaitStep
 from schedsim.worlds.simpy_world import SimWorld
 
 
@@ -24,8 +24,12 @@ class ConstLatency:
         return {"name": self.name}
 
 
-def drive(engine: Engine, requests: list[Request], targets: dict[str, int],
-          aborts_at_update: dict[int, list[str]] | None = None) -> list[tuple]:
+def drive(
+    engine: Engine,
+    requests: list[Request],
+    targets: dict[str, int],
+    aborts_at_update: dict[int, list[str]] | None = None,
+) -> list[tuple]:
     """Resolve waits immediately; all requests arrive at the first WaitArrival. Returns the log."""
     oracle = WorkloadOracle(seed=1)
     for rid, t in targets.items():
@@ -64,16 +68,25 @@ def drive(engine: Engine, requests: list[Request], targets: dict[str, int],
 
 
 def _policy(name: str, **kw):
-    return make_policy(name, num_gpu_blocks=200, max_num_batched_tokens=64, max_num_seqs=8,
-                       max_model_len=512, **kw)
+    return make_policy(
+        name, num_gpu_blocks=200, max_num_batched_tokens=64, max_num_seqs=8, max_model_len=512, **kw
+    )
 
 
 def test_sync_step_blocks_on_each_step_before_scheduling_the_next():
     eng = Engine(_policy("vllm"))
     log = drive(eng, [Request("a", 0.0, 10, 3)], {"a": 10})
     kinds = [e[0] for e in log]
-    assert kinds[:8] == ["wait_arrival", "schedule", "prepare_inputs", "launch", "wait", "d2h_copy",
-                         "update_from_output", "schedule"]
+    assert kinds[:8] == [
+        "wait_arrival",
+        "schedule",
+        "prepare_inputs",
+        "launch",
+        "wait",
+        "d2h_copy",
+        "update_from_output",
+        "schedule",
+    ]
     # prefill samples 1, two decodes reach max_tokens=3, then one empty step carries the
     # finished id to the executor (has_requests() stays true until it is reported)
     assert [e[1] for e in log if e[0] == "wait"] == [0, 1, 2, 3]
@@ -99,7 +112,7 @@ def test_deferred_sampling_waits_for_previous_output_then_samples():
     assert deferred, "a structured-output decode with a token in flight must defer sampling"
     for d in deferred:
         i = log.index(d)
-        after = log[i + 1:]
+        after = log[i + 1 :]
         # the previous step is waited on and updated before the deferred step is released
         sample_at = after.index(("sample", d[1]))
         assert any(e[0] == "update_from_output" and e[1] < d[1] for e in after[:sample_at])
@@ -165,6 +178,7 @@ def test_another_simpy_process_runs_on_time_and_changes_nothing(monkeypatch: pyt
                 yield self.env.timeout(0.25)
                 ticks.append(self.env.now)
                 engine_at.append(self.cpu_now)
+
         self.env.process(ticker())
         real_run(self)
         ends.append((self.env.now, self.cpu_now))

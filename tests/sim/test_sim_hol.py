@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 from schedsim.metrics.hol import HeadOfLineTracker
-from schedsim.policies import Request, StepPlan
 from schedsim.metrics.workload import WorkloadColumns
+from schedsim.policies import Request, StepPlan
 
 
 def _tracker(priority: bool = False, chunked: bool = True) -> tuple[HeadOfLineTracker, list[Request]]:
-    reqs = [Request("big", 0.0, 900, 5, priority=1), Request("small", 0.1, 50, 5, priority=0),
-            Request("mid", 0.2, 300, 5, priority=2)]
+    reqs = [
+        Request("big", 0.0, 900, 5, priority=1),
+        Request("small", 0.1, 50, 5, priority=0),
+        Request("mid", 0.2, 300, 5, priority=2),
+    ]
     # 10 usable blocks of 16 tokens: 160 tokens free at kv_usage 0
-    t = HeadOfLineTracker(WorkloadColumns.from_requests(reqs), max_num_seqs=8,
-                          max_num_batched_tokens=512, chunked=chunked, block_size=16,
-                          usable_blocks=10, priority=priority)
+    t = HeadOfLineTracker(
+        WorkloadColumns.from_requests(reqs),
+        max_num_seqs=8,
+        max_num_batched_tokens=512,
+        chunked=chunked,
+        block_size=16,
+        usable_blocks=10,
+        priority=priority,
+    )
     for i in range(3):
         t.added(i)
     return t, reqs

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 from schedsim import RunConfig
-from schedsim.traces import load_workload
 from schedsim.run.workload import prepare
+from schedsim.traces import load_workload
 
 
 @pytest.fixture(scope="module")

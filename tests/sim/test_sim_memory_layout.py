@@ -17,8 +17,7 @@ from schedsim.metrics.tables import timeline_table
 from schedsim.policies import Request, make_policy
 from schedsim.run.workload import PreparedWorkload
 
-GEN = ("gen:process=poisson,rate=20,requests=300,prompt_mean=256,prompt_cv=1,output_mean=64,"
-       "output_cv=1,seed=3")
+GEN = "gen:process=poisson,rate=20,requests=300,prompt_mean=256,prompt_cv=1,output_mean=64,output_cv=1,seed=3"
 
 
 def _count_builds(monkeypatch: pytest.MonkeyPatch) -> list:
@@ -30,6 +29,7 @@ def _count_builds(monkeypatch: pytest.MonkeyPatch) -> list:
         req = make(self, i)
         built.append(req.request_id)
         return req
+
     monkeypatch.setattr(PreparedWorkload, "request", request)
     return built
 
@@ -45,6 +45,7 @@ def test_requests_are_built_on_arrival_and_none_is_kept_after_it_finishes(monkey
         ids = set(built)
         alive_at_end.append(sum(isinstance(o, Request) and o.request_id in ids for o in gc.get_objects()))
         finalize(self)
+
     monkeypatch.setattr(MetricsRecorder, "finalize", check)
     res = simulate(RunConfig(policy=policy, trace=GEN))
     assert res.requests["finish_reason"].isin(["stop", "length"]).all()
@@ -69,10 +70,15 @@ def test_requests_after_max_sim_time_are_never_built(monkeypatch):
 def _old_timeline(rows: list[tuple[int, int, float, float, int]]) -> pd.DataFrame:
     """The reference: every interval in append order, stably sorted by (start, resource)."""
     res, kind, start, end, step = (list(c) for c in zip(*rows, strict=True)) if rows else ([],) * 5
-    df = pd.DataFrame({"resource": pd.Categorical.from_codes(np.array(res, dtype=np.int8), list(RESOURCES)),
-                       "kind": pd.Categorical.from_codes(np.array(kind, dtype=np.int8), list(TIMELINE_KINDS)),
-                       "start": np.array(start, dtype=float), "end": np.array(end, dtype=float),
-                       "step": np.array(step, dtype=np.int32)})
+    df = pd.DataFrame(
+        {
+            "resource": pd.Categorical.from_codes(np.array(res, dtype=np.int8), list(RESOURCES)),
+            "kind": pd.Categorical.from_codes(np.array(kind, dtype=np.int8), list(TIMELINE_KINDS)),
+            "start": np.array(start, dtype=float),
+            "end": np.array(end, dtype=float),
+            "step": np.array(step, dtype=np.int32),
+        }
+    )
     return df.sort_values(["start", "resource"], kind="stable").reset_index(drop=True)
 
 
@@ -82,9 +88,12 @@ def _recorder() -> MetricsRecorder:
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.booleans(), st.integers(0, 3), st.integers(0, 12), st.integers(0, 50)),
-                max_size=60),
-       st.booleans())
+@given(
+    st.lists(
+        st.tuples(st.booleans(), st.integers(0, 3), st.integers(0, 12), st.integers(0, 50)), max_size=60
+    ),
+    st.booleans(),
+)
 def test_merged_timeline_equals_a_stable_sort_of_all_intervals(items, ordered):
     """Ties across streams, equal starts within a stream, and streams out of order (fallback)."""
     rec, rows, t_cpu, t_gpu = _recorder(), [], 0.0, 0.0
@@ -135,5 +144,6 @@ def test_heap_settings_apply_on_linux():
     import sys
 
     from schedsim.run.memory import pin_mmap_threshold, release_unused
+
     assert pin_mmap_threshold() == sys.platform.startswith("linux")
     release_unused()  # must not raise, with or without pyarrow loaded

@@ -9,13 +9,14 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schedsim.run.resolve import resolve_run
 from schedsim import RunConfig, simulate
 from schedsim.policies import get_policy_info, list_policies
+from schedsim.run.resolve import resolve_run
 
 POLICIES = [info.name for info in list_policies()]
-SETTINGS = settings(max_examples=12, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @st.composite
@@ -23,22 +24,33 @@ def workloads(draw: st.DrawFn) -> pd.DataFrame:
     """A few requests with short prompts and outputs, some structured, arriving in a burst."""
     n = draw(st.integers(1, 8))
     gaps = draw(st.lists(st.floats(0.0, 0.02), min_size=n, max_size=n))
-    return pd.DataFrame({
-        "request_id": [f"q{i}" for i in range(n)],
-        "arrival_time": np.cumsum(gaps),
-        "prompt_tokens": draw(st.lists(st.integers(1, 200), min_size=n, max_size=n)),
-        "output_tokens": draw(st.lists(st.integers(1, 40), min_size=n, max_size=n)),
-        "structured_output": draw(st.lists(st.booleans(), min_size=n, max_size=n)),
-    })
+    return pd.DataFrame(
+        {
+            "request_id": [f"q{i}" for i in range(n)],
+            "arrival_time": np.cumsum(gaps),
+            "prompt_tokens": draw(st.lists(st.integers(1, 200), min_size=n, max_size=n)),
+            "output_tokens": draw(st.lists(st.integers(1, 40), min_size=n, max_size=n)),
+            "structured_output": draw(st.lists(st.booleans(), min_size=n, max_size=n)),
+        }
+    )
 
 
 def small_config(policy: str, engine: str, blocks: int, seqs: int, seed: int, **kw) -> RunConfig:
     """A tight KV pool and budget so that preemption, chunking and queueing all happen."""
     fields = {f.name: f.default for f in dataclasses.fields(get_policy_info(policy).config_cls)}
     budget = 64 if fields.get("enable_chunked_prefill", True) else 256
-    return RunConfig(policy=policy, engine=engine, num_gpu_blocks=blocks, max_num_seqs=seqs,
-                     max_num_batched_tokens=budget, max_model_len=256, block_size=16, seed=seed,
-                     latency_model="roofline", **kw)
+    return RunConfig(
+        policy=policy,
+        engine=engine,
+        num_gpu_blocks=blocks,
+        max_num_seqs=seqs,
+        max_num_batched_tokens=budget,
+        max_model_len=256,
+        block_size=16,
+        seed=seed,
+        latency_model="roofline",
+        **kw,
+    )
 
 
 def assert_accounted(res) -> None:
@@ -49,15 +61,13 @@ def assert_accounted(res) -> None:
     assert (stopped["num_output_tokens"] == stopped["target_output_tokens"]).all()
     length = req[req["finish_reason"] == "length"]
     assert (length["num_output_tokens"] <= length["target_output_tokens"]).all()
-    assert res.summary["num_finished"] + res.summary["num_aborted"] + res.summary["num_errored"] \
-        == len(req)
+    assert res.summary["num_finished"] + res.summary["num_aborted"] + res.summary["num_errored"] == len(req)
 
 
 @pytest.mark.parametrize("policy", POLICIES)
 @SETTINGS
 @given(wl=workloads(), blocks=st.integers(18, 60), seqs=st.integers(1, 6), seed=st.integers(0, 3))
-def test_invariants_and_accounting(policy: str, wl: pd.DataFrame, blocks: int, seqs: int,
-                                   seed: int) -> None:
+def test_invariants_and_accounting(policy: str, wl: pd.DataFrame, blocks: int, seqs: int, seed: int) -> None:
     res = simulate(small_config(policy, "auto", blocks, seqs, seed), workload=wl, check_invariants=True)
     assert_accounted(res)
     assert (res.steps["kv_usage"].between(0.0, 1.0)).all()
@@ -65,8 +75,7 @@ def test_invariants_and_accounting(policy: str, wl: pd.DataFrame, blocks: int, s
 
 @pytest.mark.parametrize("policy", ["vllm", "vllm-async"])
 @SETTINGS
-@given(wl=workloads(), blocks=st.integers(18, 60), seqs=st.integers(1, 6),
-       abort=st.floats(0.0, 0.3))
+@given(wl=workloads(), blocks=st.integers(18, 60), seqs=st.integers(1, 6), abort=st.floats(0.0, 0.3))
 def test_aborts_are_accounted(policy: str, wl: pd.DataFrame, blocks: int, seqs: int, abort: float) -> None:
     cfg = small_config(policy, "auto", blocks, seqs, 0, abort_times={"q0": abort})
     res = simulate(cfg, workload=wl, check_invariants=True)
@@ -79,8 +88,7 @@ def test_aborts_are_accounted(policy: str, wl: pd.DataFrame, blocks: int, seqs: 
 @pytest.mark.parametrize("policy", POLICIES)
 @settings(max_examples=5, deadline=None, derandomize=True)
 @given(wl=workloads(), blocks=st.integers(18, 60), seqs=st.integers(1, 6))
-def test_same_seed_gives_byte_identical_tables(policy: str, wl: pd.DataFrame, blocks: int,
-                                               seqs: int) -> None:
+def test_same_seed_gives_byte_identical_tables(policy: str, wl: pd.DataFrame, blocks: int, seqs: int) -> None:
     a = simulate(small_config(policy, "auto", blocks, seqs, 7), workload=wl)
     b = simulate(small_config(policy, "auto", blocks, seqs, 7), workload=wl)
     for name in ("requests", "steps", "timeline"):
@@ -88,15 +96,23 @@ def test_same_seed_gives_byte_identical_tables(policy: str, wl: pd.DataFrame, bl
 
 
 @SETTINGS
-@given(wl=workloads(), blocks=st.integers(18, 60), seqs=st.integers(1, 6), seed=st.integers(0, 3),
-       spec=st.integers(0, 3))
-def test_sync_and_async_emit_the_same_tokens(wl: pd.DataFrame, blocks: int, seqs: int, seed: int,
-                                             spec: int) -> None:
+@given(
+    wl=workloads(),
+    blocks=st.integers(18, 60),
+    seqs=st.integers(1, 6),
+    seed=st.integers(0, 3),
+    spec=st.integers(0, 3),
+)
+def test_sync_and_async_emit_the_same_tokens(
+    wl: pd.DataFrame, blocks: int, seqs: int, seed: int, spec: int
+) -> None:
     kw = {"num_spec_tokens": spec}
-    sync = simulate(small_config("vllm", "auto", blocks, seqs, seed, **kw), workload=wl,
-                    check_invariants=True)
-    asyn = simulate(small_config("vllm-async", "auto", blocks, seqs, seed, **kw), workload=wl,
-                    check_invariants=True)
+    sync = simulate(
+        small_config("vllm", "auto", blocks, seqs, seed, **kw), workload=wl, check_invariants=True
+    )
+    asyn = simulate(
+        small_config("vllm-async", "auto", blocks, seqs, seed, **kw), workload=wl, check_invariants=True
+    )
     assert_accounted(sync)
     assert_accounted(asyn)
     assert sync.requests["output_hash"].tolist() == asyn.requests["output_hash"].tolist()
@@ -105,9 +121,9 @@ def test_sync_and_async_emit_the_same_tokens(wl: pd.DataFrame, blocks: int, seqs
 
 def reference_hashes(wl: pd.DataFrame, seed: int) -> list[int]:
     """Output hashes of requests that stop at EOS: the oracle's tokens up to the target."""
-    from schedsim.metrics.tables import output_hash
-    from schedsim.worlds.oracle import WorkloadOracle
+    from schedsim.metrics.recorder import output_hash
     from schedsim.policies import Request
+    from schedsim.worlds.oracle import WorkloadOracle
 
     oracle = WorkloadOracle(seed)
     out = []
@@ -124,8 +140,11 @@ def _engine_cases() -> list[tuple[str, str]]:
     cases = []
     for name in POLICIES:
         cases.append((name, "sync"))
-        natural = get_policy_info(name).make(**resolve_run(small_config(name, "auto", 40, 4, 0)).describe()[
-            "resolved_policy_options"]).max_concurrent_batches
+        natural = (
+            get_policy_info(name)
+            .make(**resolve_run(small_config(name, "auto", 40, 4, 0)).describe()["resolved_policy_options"])
+            .max_concurrent_batches
+        )
         if natural > 1 or name == "vllm":
             cases.append((name, "async"))
     return cases
@@ -134,8 +153,9 @@ def _engine_cases() -> list[tuple[str, str]]:
 @pytest.mark.parametrize("policy,engine", _engine_cases())
 @settings(max_examples=4, deadline=None, derandomize=True)
 @given(wl=workloads(), blocks=st.integers(18, 60), seqs=st.integers(1, 6))
-def test_every_policy_under_both_engine_loops(policy: str, engine: str, wl: pd.DataFrame, blocks: int,
-                                              seqs: int) -> None:
+def test_every_policy_under_both_engine_loops(
+    policy: str, engine: str, wl: pd.DataFrame, blocks: int, seqs: int
+) -> None:
     res = simulate(small_config(policy, engine, blocks, seqs, 1), workload=wl, check_invariants=True)
     assert_accounted(res)
     assert res.summary["engine"] == ("sync" if engine == "sync" else "batch_queue(depth=2)")

@@ -14,8 +14,16 @@ from schedsim.run.result import SUMMARY_KEYS
 
 
 def test_rates_follow_the_tables_under_kv_pressure():
-    res = simulate(RunConfig(policy="trtllm:max-utilization", trace="azure-conv-2023",
-                             max_requests=120, rate=20.0, num_gpu_blocks=300, max_model_len=4096))
+    res = simulate(
+        RunConfig(
+            policy="trtllm:max-utilization",
+            trace="azure-conv-2023",
+            max_requests=120,
+            rate=20.0,
+            num_gpu_blocks=300,
+            max_model_len=4096,
+        )
+    )
     s, steps = res.summary, res.steps
     assert set(SUMMARY_KEYS) <= set(s)
     assert s["num_pauses"] > 0
@@ -30,8 +38,9 @@ def test_prefix_cache_hit_rate_counts_shared_prompts():
     req = res.requests
     want = req["num_cached_tokens"].sum() / req["prompt_tokens"].sum()
     assert 0 < res.summary["prefix_cache_hit_rate"] == want
-    off = simulate(RunConfig(policy="vllm", trace="mooncake-synthetic", max_requests=200,
-                             enable_prefix_caching=False))
+    off = simulate(
+        RunConfig(policy="vllm", trace="mooncake-synthetic", max_requests=200, enable_prefix_caching=False)
+    )
     assert off.summary["prefix_cache_hit_rate"] == 0
 
 
@@ -49,8 +58,9 @@ def _timeline(items: list[tuple[bool, bool, int, int]]) -> list[tuple[str, float
     return rows
 
 
-_items = st.lists(st.tuples(st.booleans(), st.booleans(), st.integers(0, 40), st.integers(0, 6)),
-                  min_size=1, max_size=40)
+_items = st.lists(
+    st.tuples(st.booleans(), st.booleans(), st.integers(0, 40), st.integers(0, 6)), min_size=1, max_size=40
+)
 
 
 @settings(max_examples=80, deadline=None)
@@ -77,16 +87,22 @@ def test_hidden_cpu_time_equals_the_pairwise_intersection(items, chunk):
 def test_busy_figures_by_runs_equal_the_merged_overlap(items):
     """busy_figures' sweep gives summary_mod.overlap's figure (the general, merging method)."""
     rows = _timeline(items)
-    tl = pd.DataFrame({"resource": pd.Categorical([r[0] for r in rows], categories=["cpu", "gpu"]),
-                       "start": [r[1] for r in rows], "end": [r[2] for r in rows]})
+    tl = pd.DataFrame(
+        {
+            "resource": pd.Categorical([r[0] for r in rows], categories=["cpu", "gpu"]),
+            "start": [r[1] for r in rows],
+            "end": [r[2] for r in rows],
+        }
+    )
     got: dict = {}
     summary_mod.busy_figures(tl, got)
     cpu, gpu = tl[tl["resource"] == "cpu"], tl[tl["resource"] == "gpu"]
     busy = float((cpu["end"] - cpu["start"]).sum())
     assert got["cpu_busy_s"] == pytest.approx(busy, abs=1e-12)
     if busy > 0:
-        hidden = summary_mod.overlap(cpu["start"].to_numpy(), cpu["end"].to_numpy(),
-                                     gpu["start"].to_numpy(), gpu["end"].to_numpy())
+        hidden = summary_mod.overlap(
+            cpu["start"].to_numpy(), cpu["end"].to_numpy(), gpu["start"].to_numpy(), gpu["end"].to_numpy()
+        )
         assert got["cpu_hidden_fraction"] == pytest.approx(hidden / busy, abs=1e-9)
 
 
@@ -106,8 +122,13 @@ def test_busy_figures_merge_timelines_the_sweep_cannot_take(case):
     rows = [("cpu", 0.0, 1.0), ("gpu", 0.5, 2.0), ("gpu", 1.5, 3.0), ("cpu", 2.5, 4.0)]
     if case == "rows_out_of_order":
         rows = [("cpu", 0.0, 1.0), ("cpu", 2.5, 4.0), ("gpu", 0.5, 1.5), ("gpu", 1.5, 3.0)]
-    tl = pd.DataFrame({"resource": pd.Categorical([r[0] for r in rows], categories=["cpu", "gpu"]),
-                       "start": [r[1] for r in rows], "end": [r[2] for r in rows]})
+    tl = pd.DataFrame(
+        {
+            "resource": pd.Categorical([r[0] for r in rows], categories=["cpu", "gpu"]),
+            "start": [r[1] for r in rows],
+            "end": [r[2] for r in rows],
+        }
+    )
     got: dict = {}
     summary_mod.busy_figures(tl, got)
     assert got["cpu_busy_s"] == 2.5

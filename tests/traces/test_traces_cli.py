@@ -30,8 +30,10 @@ def test_stats_json_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture) -> N
 
 def test_convert_with_transforms_round_trips(tmp_path: Path) -> None:
     out = tmp_path / "c.parquet"
-    assert run(["trace", "convert", "azure-conv-2023", "--rate", "10", "--max-requests", "100",
-                "-o", str(out)]) == 0
+    assert (
+        run(["trace", "convert", "azure-conv-2023", "--rate", "10", "--max-requests", "100", "-o", str(out)])
+        == 0
+    )
     df = T.load_workload(out)
     assert len(df) == 100
     ref = T.head(T.scale_rate(T.load_workload("azure-conv-2023"), 10), 100)
@@ -46,17 +48,26 @@ def test_head_prints_rows(capsys: pytest.CaptureFixture) -> None:
 
 def test_generate_from_config_and_flags(tmp_path: Path) -> None:
     cfg = tmp_path / "g.toml"
-    cfg.write_text('seed = 4\nnum_requests = 200\n[arrival]\nprocess = "gamma"\ncv = 2.0\n'
-                   '[[classes]]\nname = "chat"\nsystem_prompt_tokens = 32\n'
-                   '[[classes]]\nname = "json"\nstructured_output = true\n')
+    cfg.write_text(
+        'seed = 4\nnum_requests = 200\n[arrival]\nprocess = "gamma"\ncv = 2.0\n'
+        '[[classes]]\nname = "chat"\nsystem_prompt_tokens = 32\n'
+        '[[classes]]\nname = "json"\nstructured_output = true\n'
+    )
     out = tmp_path / "g.jsonl"
     assert run(["trace", "generate", "--config", str(cfg), "--rate", "8", "-o", str(out)]) == 0
     df = T.load_workload(out)
     assert len(df) == 200 and set(df["request_class"]) == {"chat", "json"}
-    spec = T.spec_from_dict({"seed": 4, "num_requests": 200,
-                             "arrival": {"process": "gamma", "cv": 2.0, "rate": 8},
-                             "classes": [{"name": "chat", "system_prompt_tokens": 32},
-                                         {"name": "json", "structured_output": True}]})
+    spec = T.spec_from_dict(
+        {
+            "seed": 4,
+            "num_requests": 200,
+            "arrival": {"process": "gamma", "cv": 2.0, "rate": 8},
+            "classes": [
+                {"name": "chat", "system_prompt_tokens": 32},
+                {"name": "json", "structured_output": True},
+            ],
+        }
+    )
     assert df["prompt_tokens"].tolist() == T.generate_workload(spec)["prompt_tokens"].tolist()
 
 
@@ -64,8 +75,21 @@ def test_per_format_loader_with_mapping_and_skip(tmp_path: Path, capsys: pytest.
     src = tmp_path / "m.csv"
     src.write_text("t,a,b\n0,5,1\n1,x,1\n2,7,2\n")
     out = tmp_path / "m2.csv"
-    assert run(["trace", "csv", str(src), "--map", "arrival_time=t,prompt_tokens=a,output_tokens=b",
-                "--skip-bad", "-o", str(out)]) == 0
+    assert (
+        run(
+            [
+                "trace",
+                "csv",
+                str(src),
+                "--map",
+                "arrival_time=t,prompt_tokens=a,output_tokens=b",
+                "--skip-bad",
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
     err = capsys.readouterr().err
     assert "skipped 1 bad row(s)" in err and "line(s) 3" in err
     assert T.load_workload(out)["prompt_tokens"].tolist() == [5, 7]
@@ -73,13 +97,14 @@ def test_per_format_loader_with_mapping_and_skip(tmp_path: Path, capsys: pytest.
 
 def test_concat_and_burstgpt_filters(tmp_path: Path) -> None:
     b = tmp_path / "b.csv"
-    b.write_text("Timestamp,Session ID,Elapsed time,Model,Request tokens,Response tokens,"
-                 "Total tokens,Log Type\n1,s,1,ChatGPT,10,2,12,API log\n2,s,1,GPT-4,11,3,14,API log\n")
+    b.write_text(
+        "Timestamp,Session ID,Elapsed time,Model,Request tokens,Response tokens,"
+        "Total tokens,Log Type\n1,s,1,ChatGPT,10,2,12,API log\n2,s,1,GPT-4,11,3,14,API log\n"
+    )
     assert run(["trace", "burstgpt", str(b), "--model", "GPT-4", "-o", str(tmp_path / "g4.csv")]) == 0
     assert T.load_workload(tmp_path / "g4.csv")["prompt_tokens"].tolist() == [11]
     out = tmp_path / "cat.csv"
-    assert run(["trace", "concat", str(tmp_path / "g4.csv"), str(tmp_path / "g4.csv"), "-o",
-                str(out)]) == 0
+    assert run(["trace", "concat", str(tmp_path / "g4.csv"), str(tmp_path / "g4.csv"), "-o", str(out)]) == 0
     assert T.load_workload(out)["request_id"].tolist() == ["w0:0", "w1:0"]
 
 

@@ -19,18 +19,31 @@ from hypothesis import strategies as st
 DATA = Path(T.__file__).parent / "data"
 AZURE = b"".join(open(DATA / "AzureLLMInferenceTrace_conv.csv", "rb").readlines()[:25])
 MOONCAKE = "".join(
-    json.dumps({"timestamp": 100 * i, "input_length": 20 + 300 * i, "output_length": i + 1,
-                "hash_ids": list(range(-(-(20 + 300 * i) // 512)))}) + "\n" for i in range(12)
+    json.dumps(
+        {
+            "timestamp": 100 * i,
+            "input_length": 20 + 300 * i,
+            "output_length": i + 1,
+            "hash_ids": list(range(-(-(20 + 300 * i) // 512))),
+        }
+    )
+    + "\n"
+    for i in range(12)
 ).encode()
 
 
 def _ops() -> st.SearchStrategy:
     """One corruption: a byte flip/insert/delete, a truncation, or a line-level edit."""
-    byte_op = st.tuples(st.sampled_from(["flip", "insert", "delete"]),
-                        st.floats(0, 1, exclude_max=True), st.binary(min_size=1, max_size=4))
-    line_op = st.tuples(st.sampled_from(["dup_line", "swap_lines", "drop_field", "add_field",
-                                         "blank_field", "garbage_line"]),
-                        st.floats(0, 1, exclude_max=True), st.floats(0, 1, exclude_max=True))
+    byte_op = st.tuples(
+        st.sampled_from(["flip", "insert", "delete"]),
+        st.floats(0, 1, exclude_max=True),
+        st.binary(min_size=1, max_size=4),
+    )
+    line_op = st.tuples(
+        st.sampled_from(["dup_line", "swap_lines", "drop_field", "add_field", "blank_field", "garbage_line"]),
+        st.floats(0, 1, exclude_max=True),
+        st.floats(0, 1, exclude_max=True),
+    )
     cut = st.tuples(st.just("truncate"), st.floats(0, 1), st.just(b""))
     return st.one_of(byte_op, line_op, cut)
 
@@ -40,11 +53,11 @@ def corrupt(data: bytes, op: tuple) -> bytes:
     kind, where, extra = op
     pos = int(where * len(data))
     if kind == "flip":
-        return data[:pos] + bytes([data[pos] ^ (extra[0] or 1)]) + data[pos + 1:]
+        return data[:pos] + bytes([data[pos] ^ (extra[0] or 1)]) + data[pos + 1 :]
     if kind == "insert":
         return data[:pos] + extra + data[pos:]
     if kind == "delete":
-        return data[:pos] + data[pos + len(extra):]
+        return data[:pos] + data[pos + len(extra) :]
     if kind == "truncate":
         return data[:pos]
     lines = data.split(b"\n")
@@ -63,7 +76,7 @@ def corrupt(data: bytes, op: tuple) -> bytes:
         parts[j % len(parts)] = b""
         lines[i] = sep.join(parts)
     else:
-        lines.insert(i, b"\x00garbage\xff,,\"")
+        lines.insert(i, b'\x00garbage\xff,,"')
     return b"\n".join(lines)
 
 
@@ -82,8 +95,13 @@ def oracle_azure(data: bytes) -> pd.DataFrame:
         out.append((ts.value, int(p), int(o)))
     ns = np.array([x[0] for x in out], dtype=np.int64)
     assert len(out) and np.all(np.diff(ns) >= 0)
-    return pd.DataFrame({"arrival_time": (ns - ns[0]) / 1e9, "prompt_tokens": [x[1] for x in out],
-                         "output_tokens": [x[2] for x in out]})
+    return pd.DataFrame(
+        {
+            "arrival_time": (ns - ns[0]) / 1e9,
+            "prompt_tokens": [x[1] for x in out],
+            "output_tokens": [x[2] for x in out],
+        }
+    )
 
 
 def oracle_mooncake(data: bytes) -> pd.DataFrame:
@@ -99,10 +117,14 @@ def oracle_mooncake(data: bytes) -> pd.DataFrame:
         assert r["input_length"] // 512 <= len(r["hash_ids"]) <= -(-r["input_length"] // 512)
     t = np.array([r["timestamp"] for r in recs], dtype=float)
     assert len(recs) and np.all(np.diff(t) >= 0)
-    return pd.DataFrame({"arrival_time": (t - t[0]) / 1000,
-                         "prompt_tokens": [int(r["input_length"]) for r in recs],
-                         "output_tokens": [int(r["output_length"]) for r in recs],
-                         "hashes": [tuple(r["hash_ids"]) for r in recs]})
+    return pd.DataFrame(
+        {
+            "arrival_time": (t - t[0]) / 1000,
+            "prompt_tokens": [int(r["input_length"]) for r in recs],
+            "output_tokens": [int(r["output_length"]) for r in recs],
+            "hashes": [tuple(r["hash_ids"]) for r in recs],
+        }
+    )
 
 
 def _check(data: bytes, suffix: str, oracle) -> None:
@@ -117,8 +139,9 @@ def _check(data: bytes, suffix: str, oracle) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
-                skipped = T.load_workload(path, skip_bad=True,
-                                          format="azure" if suffix == ".csv" else "mooncake")
+                skipped = T.load_workload(
+                    path, skip_bad=True, format="azure" if suffix == ".csv" else "mooncake"
+                )
             except T.TraceError:
                 skipped = None
     want = oracle(data)  # the loader accepted the file, so the oracle must read it the same way
@@ -131,24 +154,23 @@ def _check(data: bytes, suffix: str, oracle) -> None:
     T.validate_workload(df)
 
 
-SETTINGS = settings(max_examples=40, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @pytest.mark.parametrize("fmt", ["azure", "mooncake"])
 @SETTINGS
 @given(ops=st.lists(_ops(), min_size=1, max_size=3))
 def test_fuzz_row_corruptions(fmt: str, ops: list) -> None:
-    data, suffix, oracle = ((AZURE, ".csv", oracle_azure) if fmt == "azure"
-                            else (MOONCAKE, ".jsonl", oracle_mooncake))
+    data, suffix, oracle = (
+        (AZURE, ".csv", oracle_azure) if fmt == "azure" else (MOONCAKE, ".jsonl", oracle_mooncake)
+    )
     for op in ops:
         data = corrupt(data, op) if data else data
     _check(data, suffix, oracle)
 
 
 @settings(max_examples=30, deadline=None)
-@given(st.binary(max_size=300), st.sampled_from(["auto", "azure", "mooncake", "csv", "jsonl",
-                                                   "burstgpt"]))
+@given(st.binary(max_size=300), st.sampled_from(["auto", "azure", "mooncake", "csv", "jsonl", "burstgpt"]))
 def test_fuzz_random_bytes_raise_only_trace_error(data: bytes, fmt: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "r.bin"

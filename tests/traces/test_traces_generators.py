@@ -13,10 +13,21 @@ def gaps(spec: T.ArrivalSpec, n: int, seed: int = 0) -> np.ndarray:
 
 
 def test_same_seed_same_workload_other_seed_differs() -> None:
-    spec = T.WorkloadSpec(arrival=T.ArrivalSpec("gamma", rate=4, cv=2),
-                          classes=[T.ClassSpec("chat", 2, turns=T.LengthSpec("uniform", low=1, high=4),
-                                               think_time_s=5, system_prompt_tokens=64),
-                                   T.ClassSpec("doc", 1)], num_requests=300, seed=11)
+    spec = T.WorkloadSpec(
+        arrival=T.ArrivalSpec("gamma", rate=4, cv=2),
+        classes=[
+            T.ClassSpec(
+                "chat",
+                2,
+                turns=T.LengthSpec("uniform", low=1, high=4),
+                think_time_s=5,
+                system_prompt_tokens=64,
+            ),
+            T.ClassSpec("doc", 1),
+        ],
+        num_requests=300,
+        seed=11,
+    )
     a, b = T.generate_workload(spec), T.generate_workload(spec)
     pd.testing.assert_frame_equal(a, b)
     spec.seed = 12
@@ -70,8 +81,11 @@ def test_empirical_resampling_from_a_trace() -> None:
 
 
 def test_class_mix_flags_and_proportions() -> None:
-    classes = [T.ClassSpec("chat", 3), T.ClassSpec("doc", 1, prompt=T.LengthSpec("fixed", value=8000)),
-               T.ClassSpec("json", 1, structured_output=True, priority=2, lora_id=7, max_tokens=64)]
+    classes = [
+        T.ClassSpec("chat", 3),
+        T.ClassSpec("doc", 1, prompt=T.LengthSpec("fixed", value=8000)),
+        T.ClassSpec("json", 1, structured_output=True, priority=2, lora_id=7, max_tokens=64),
+    ]
     df = T.generate_workload(T.WorkloadSpec(classes=classes, num_requests=20_000, seed=1))
     share = df["request_class"].value_counts(normalize=True)
     assert share["chat"] == pytest.approx(0.6, abs=0.02)
@@ -89,15 +103,17 @@ def test_request_count_duration_and_rate_of_generated_workload() -> None:
     df = T.generate_workload(T.WorkloadSpec(arrival=T.ArrivalSpec(rate=50), num_requests=5000))
     assert len(df) == 5000 and df["arrival_time"].iloc[0] == 0.0
     assert T.mean_rate(df) == pytest.approx(50, rel=0.05)
-    dur = T.generate_workload(T.WorkloadSpec(arrival=T.ArrivalSpec(rate=20), num_requests=None,
-                                             duration_s=100.0, seed=2))
+    dur = T.generate_workload(
+        T.WorkloadSpec(arrival=T.ArrivalSpec(rate=20), num_requests=None, duration_s=100.0, seed=2)
+    )
     assert len(dur) == pytest.approx(2000, rel=0.1) and dur["arrival_time"].max() < 100.0
 
 
 def test_sessions_think_time_and_turn_counts() -> None:
     chat = T.ClassSpec("chat", turns=T.LengthSpec("fixed", value=3), think_time_s=10.0)
-    df = T.generate_workload(T.WorkloadSpec(arrival=T.ArrivalSpec(rate=1), classes=[chat],
-                                            num_requests=3000, seed=3))
+    df = T.generate_workload(
+        T.WorkloadSpec(arrival=T.ArrivalSpec(rate=1), classes=[chat], num_requests=3000, seed=3)
+    )
     g = df.sort_values(["session_id", "turn"]).groupby("session_id")["arrival_time"]
     think = g.diff().dropna()
     assert think.mean() == pytest.approx(10.0, rel=0.1)
@@ -105,16 +121,19 @@ def test_sessions_think_time_and_turn_counts() -> None:
     assert full.max() == 2 and (full == 2).mean() > 0.95  # only sessions cut by the head end early
 
 
-@pytest.mark.parametrize("bad,field", [
-    ({"arrival": {"rate": -1}}, "arrival.rate"),
-    ({"arrival": {"process": "poisson", "cv": 2}}, "arrival.cv"),
-    ({"arrival": {"process": "weibull"}}, "arrival.process"),
-    ({"classes": [{"name": "a", "weight": 0}]}, "a.weight"),
-    ({"classes": [{"prompt": {"dist": "zipf"}}]}, "dist"),
-    ({"classes": [{"name": "a"}, {"name": "a"}]}, "classes"),
-    ({"num_requests": None}, "num_requests"),
-    ({"typo": 1}, "generate"),
-])
+@pytest.mark.parametrize(
+    "bad,field",
+    [
+        ({"arrival": {"rate": -1}}, "arrival.rate"),
+        ({"arrival": {"process": "poisson", "cv": 2}}, "arrival.cv"),
+        ({"arrival": {"process": "weibull"}}, "arrival.process"),
+        ({"classes": [{"name": "a", "weight": 0}]}, "a.weight"),
+        ({"classes": [{"prompt": {"dist": "zipf"}}]}, "dist"),
+        ({"classes": [{"name": "a"}, {"name": "a"}]}, "classes"),
+        ({"num_requests": None}, "num_requests"),
+        ({"typo": 1}, "generate"),
+    ],
+)
 def test_bad_generator_config_names_the_field(bad: dict, field: str) -> None:
     with pytest.raises(T.TraceError) as exc:
         T.spec_from_dict(bad)
@@ -123,14 +142,17 @@ def test_bad_generator_config_names_the_field(bad: dict, field: str) -> None:
 
 def test_generator_specs_are_workload_names(tmp_path) -> None:
     inline = T.load_workload("gen:rate=5,requests=300,process=gamma,cv=2,prompt_mean=256,seed=3")
-    spec = T.spec_from_dict({"arrival": {"rate": 5.0, "process": "gamma", "cv": 2.0},
-                             "num_requests": 300, "seed": 3,
-                             "classes": [{"prompt": {"dist": "lognormal", "mean": 256.0, "cv": 1.0}}]})
-    pd.testing.assert_frame_equal(inline, T.generate_workload(spec), check_like=False,
-                                  check_exact=True)
+    spec = T.spec_from_dict(
+        {
+            "arrival": {"rate": 5.0, "process": "gamma", "cv": 2.0},
+            "num_requests": 300,
+            "seed": 3,
+            "classes": [{"prompt": {"dist": "lognormal", "mean": 256.0, "cv": 1.0}}],
+        }
+    )
+    pd.testing.assert_frame_equal(inline, T.generate_workload(spec), check_like=False, check_exact=True)
     cfg = tmp_path / "mix.toml"
-    cfg.write_text('num_requests = 50\nseed = 1\n[[classes]]\nname = "chat"\n'
-                   'system_prompt_tokens = 64\n')
+    cfg.write_text('num_requests = 50\nseed = 1\n[[classes]]\nname = "chat"\nsystem_prompt_tokens = 64\n')
     df = T.load_workload(str(cfg))
     assert len(df) == 50 and df.attrs["source"] == str(cfg) and df.attrs["prefix_block_size"] == 16
     with pytest.raises(T.TraceError) as exc:

@@ -13,8 +13,10 @@ import pytest
 import schedsim.traces as T
 
 DATA = Path(T.__file__).parent / "data"
-RAW_AZURE = {"azure-conv-2023": "AzureLLMInferenceTrace_conv.csv",
-             "azure-code-2023": "AzureLLMInferenceTrace_code.csv"}
+RAW_AZURE = {
+    "azure-conv-2023": "AzureLLMInferenceTrace_conv.csv",
+    "azure-code-2023": "AzureLLMInferenceTrace_code.csv",
+}
 
 
 def _raw_azure(path: Path) -> tuple[int, int, int, float]:
@@ -23,8 +25,12 @@ def _raw_azure(path: Path) -> tuple[int, int, int, float]:
         rows = list(csv.DictReader(fh))
     ts = [datetime.fromisoformat(r["TIMESTAMP"][:26]) for r in rows]
     span = (max(ts) - min(ts)).total_seconds()
-    return (len(rows), sum(int(r["ContextTokens"]) for r in rows),
-            sum(int(r["GeneratedTokens"]) for r in rows), span)
+    return (
+        len(rows),
+        sum(int(r["ContextTokens"]) for r in rows),
+        sum(int(r["GeneratedTokens"]) for r in rows),
+        span,
+    )
 
 
 @pytest.mark.parametrize("name", sorted(RAW_AZURE))
@@ -68,12 +74,14 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-BURST = ("Timestamp,Session ID,Elapsed time,Model,Request tokens,Response tokens,Total tokens,"
-         "Log Type\n"
-         "5,s1,1.5,ChatGPT,100,20,120,Conversation log\n"
-         "6,s2,1.0,GPT-4,50,10,60,API log\n"
-         "8,s1,2.0,ChatGPT,300,30,330,Conversation log\n"
-         "9,s3,0.5,ChatGPT,70,7,77,API log\n")
+BURST = (
+    "Timestamp,Session ID,Elapsed time,Model,Request tokens,Response tokens,Total tokens,"
+    "Log Type\n"
+    "5,s1,1.5,ChatGPT,100,20,120,Conversation log\n"
+    "6,s2,1.0,GPT-4,50,10,60,API log\n"
+    "8,s1,2.0,ChatGPT,300,30,330,Conversation log\n"
+    "9,s3,0.5,ChatGPT,70,7,77,API log\n"
+)
 
 
 def test_burstgpt_filters_sessions_and_counts(tmp_path: Path) -> None:
@@ -91,9 +99,11 @@ def test_burstgpt_filters_sessions_and_counts(tmp_path: Path) -> None:
 
 def test_generic_csv_mapping_and_units(tmp_path: Path) -> None:
     path = _write(tmp_path / "x.csv", "ts_ms,in,out,who\n1000,10,5,a\n1500,20,6,b\n4000,30,7,c\n")
-    df = T.load_workload(path, mapping={"arrival_time": "ts_ms", "prompt_tokens": "in",
-                                        "output_tokens": "out", "session_id": "who"},
-                         time_unit="ms")
+    df = T.load_workload(
+        path,
+        mapping={"arrival_time": "ts_ms", "prompt_tokens": "in", "output_tokens": "out", "session_id": "who"},
+        time_unit="ms",
+    )
     assert df["arrival_time"].tolist() == [0.0, 0.5, 3.0]
     assert df["session_id"].tolist() == ["a", "b", "c"]
     assert df["output_tokens"].sum() == 18
@@ -102,19 +112,29 @@ def test_generic_csv_mapping_and_units(tmp_path: Path) -> None:
 def test_generic_jsonl_mapping(tmp_path: Path) -> None:
     lines = [{"t": 2.0, "p": 10, "o": 3, "id": "x"}, {"t": 2.5, "p": 11, "o": 4, "id": "y"}]
     path = _write(tmp_path / "y.jsonl", "".join(json.dumps(r) + "\n" for r in lines))
-    df = T.load_workload(path, mapping={"arrival_time": "t", "prompt_tokens": "p",
-                                        "output_tokens": "o", "request_id": "id"})
+    df = T.load_workload(
+        path, mapping={"arrival_time": "t", "prompt_tokens": "p", "output_tokens": "o", "request_id": "id"}
+    )
     assert df["request_id"].tolist() == ["x", "y"]
     assert df["arrival_time"].tolist() == [0.0, 0.5]
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl", ".parquet"])
 def test_native_round_trip_keeps_everything(tmp_path: Path, suffix: str) -> None:
-    spec = T.WorkloadSpec(classes=[
-        T.ClassSpec("chat", turns=T.LengthSpec("uniform", low=1, high=3), think_time_s=5,
-                    system_prompt_tokens=40, lora_id=3),
-        T.ClassSpec("json", structured_output=True, priority=2, max_tokens=64)],
-        num_requests=60, seed=3)
+    spec = T.WorkloadSpec(
+        classes=[
+            T.ClassSpec(
+                "chat",
+                turns=T.LengthSpec("uniform", low=1, high=3),
+                think_time_s=5,
+                system_prompt_tokens=40,
+                lora_id=3,
+            ),
+            T.ClassSpec("json", structured_output=True, priority=2, max_tokens=64),
+        ],
+        num_requests=60,
+        seed=3,
+    )
     df = T.generate_workload(spec)
     back = T.load_workload(T.write_workload(df, tmp_path / f"w{suffix}"))
     pd.testing.assert_frame_equal(back, df, check_exact=False, rtol=1e-9)
@@ -124,8 +144,7 @@ def test_native_round_trip_keeps_everything(tmp_path: Path, suffix: str) -> None
 
 def test_head_and_window_are_lazy(tmp_path: Path) -> None:
     good = "".join(f"{i},{i + 1},{i + 2}\n" for i in range(1, 2001))
-    path = _write(tmp_path / "big.csv", "arrival_time,prompt_tokens,output_tokens\n" + good
-                  + "oops,1,1\n")
+    path = _write(tmp_path / "big.csv", "arrival_time,prompt_tokens,output_tokens\n" + good + "oops,1,1\n")
     with pytest.raises(T.TraceError):
         T.load_workload(path)
     assert len(T.load_workload(path, head=7)) == 7
@@ -152,8 +171,10 @@ def test_sort_option_sorts_instead_of_guessing(tmp_path: Path) -> None:
 def test_gzip_and_bom_are_read(tmp_path: Path) -> None:
     import gzip
 
-    text = "TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-10 00:00:00.5+00:00,5,6\n" \
-           "2024-05-10 00:00:01.75+00:00,7,8\n"
+    text = (
+        "TIMESTAMP,ContextTokens,GeneratedTokens\n2024-05-10 00:00:00.5+00:00,5,6\n"
+        "2024-05-10 00:00:01.75+00:00,7,8\n"
+    )
     gz = tmp_path / "a.csv.gz"
     gz.write_bytes(gzip.compress(text.encode()))
     bom = tmp_path / "b.csv"
@@ -186,23 +207,33 @@ def test_fast_and_exact_csv_readers_agree(tmp_path: Path, monkeypatch: pytest.Mo
 
 
 def test_blank_lines_and_multiline_records_keep_exact_line_numbers(tmp_path: Path) -> None:
-    path = _write(tmp_path / "q.csv", 'arrival_time,prompt_tokens,output_tokens,session_id\n'
-                  '0,1,1,"two\nlines"\n\n1,2,2,s\n2,x,3,s\n')
+    path = _write(
+        tmp_path / "q.csv",
+        'arrival_time,prompt_tokens,output_tokens,session_id\n0,1,1,"two\nlines"\n\n1,2,2,s\n2,x,3,s\n',
+    )
     with pytest.raises(T.TraceError) as exc:
         T.load_workload(path)
     assert (exc.value.line, exc.value.field) == (6, "prompt_tokens")
-    ok = _write(tmp_path / "ok.csv", 'arrival_time,prompt_tokens,output_tokens,session_id\n'
-                '0,1,1,"two\nlines"\n\n1,2,2,s\n')
+    ok = _write(
+        tmp_path / "ok.csv",
+        'arrival_time,prompt_tokens,output_tokens,session_id\n0,1,1,"two\nlines"\n\n1,2,2,s\n',
+    )
     assert T.load_workload(ok)["session_id"].tolist() == ["two\nlines", "s"]
 
 
 def test_burstgpt_first_release_layout(tmp_path: Path) -> None:
-    path = _write(tmp_path / "v1.csv", "Timestamp,Model,Request tokens,Response tokens,"
-                  "Total tokens,Log Type\n0,ChatGPT,10,2,12,API log\n3,GPT-4,5,1,6,API log\n")
+    path = _write(
+        tmp_path / "v1.csv",
+        "Timestamp,Model,Request tokens,Response tokens,"
+        "Total tokens,Log Type\n0,ChatGPT,10,2,12,API log\n3,GPT-4,5,1,6,API log\n",
+    )
     df = T.load_workload(path)
     assert df["prompt_tokens"].tolist() == [10, 5] and "session_id" not in df.columns
-    half = _write(tmp_path / "half.csv", "Timestamp,Session ID,Model,Request tokens,"
-                  "Response tokens,Total tokens,Log Type\n0,s,ChatGPT,10,2,12,API log\n")
+    half = _write(
+        tmp_path / "half.csv",
+        "Timestamp,Session ID,Model,Request tokens,"
+        "Response tokens,Total tokens,Log Type\n0,s,ChatGPT,10,2,12,API log\n",
+    )
     with pytest.raises(T.TraceError, match="missing column") as exc:
         T.load_burstgpt(half)
     assert exc.value.field == "Elapsed time"

@@ -66,15 +66,26 @@ def test_block_counts_cover_only_full_blocks(mooncake: pd.DataFrame) -> None:
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.lists(st.integers(0, 3), min_size=1, max_size=8), st.lists(st.integers(0, 3), max_size=8),
-       st.integers(1, 4000), st.integers(1, 4000), st.sampled_from([1, 16, 100, 256, 512, 1000]),
-       st.sampled_from([16, 64, 512]))
+@given(
+    st.lists(st.integers(0, 3), min_size=1, max_size=8),
+    st.lists(st.integers(0, 3), max_size=8),
+    st.integers(1, 4000),
+    st.integers(1, 4000),
+    st.sampled_from([1, 16, 100, 256, 512, 1000]),
+    st.sampled_from([16, 64, 512]),
+)
 def test_reblock_shares_exactly_the_common_prefix(prefix, rest, la, lb, target, source) -> None:
     ha = tuple(prefix + rest)[: -(-la // source)]
     hb = tuple(prefix + [x + 10 for x in rest])[: -(-lb // source)]
-    df = pd.DataFrame({"request_id": ["a", "b"], "arrival_time": [0.0, 1.0],
-                       "prompt_tokens": [la, lb], "output_tokens": [1, 1],
-                       "prompt_block_hashes": [ha, hb]})
+    df = pd.DataFrame(
+        {
+            "request_id": ["a", "b"],
+            "arrival_time": [0.0, 1.0],
+            "prompt_tokens": [la, lb],
+            "output_tokens": [1, 1],
+            "prompt_block_hashes": [ha, hb],
+        }
+    )
     df.attrs["prefix_block_size"] = source
     va, vb = T.block_hashes_at(df, target)
     want = expected_shared(common(ha, hb), la, lb, source, target)
@@ -85,17 +96,29 @@ def test_reblock_shares_exactly_the_common_prefix(prefix, rest, la, lb, target, 
 def test_no_hashes_means_unique_and_missing_block_size_is_an_error() -> None:
     az = T.load_workload("azure-code-2023").head(3)
     assert T.block_hashes_at(az, 16) == [None, None, None]
-    bad = pd.DataFrame({"request_id": ["a"], "arrival_time": [0.0], "prompt_tokens": [40],
-                        "output_tokens": [1], "prompt_block_hashes": [(1, 2)]})
+    bad = pd.DataFrame(
+        {
+            "request_id": ["a"],
+            "arrival_time": [0.0],
+            "prompt_tokens": [40],
+            "output_tokens": [1],
+            "prompt_block_hashes": [(1, 2)],
+        }
+    )
     with pytest.raises(T.TraceError, match="prefix_block_size"):
         T.block_hashes_at(bad, 16)
 
 
 def test_session_turns_extend_earlier_prompts_exactly() -> None:
-    chat = T.ClassSpec("chat", prompt=T.LengthSpec("uniform", low=5, high=200),
-                       output=T.LengthSpec("uniform", low=1, high=100),
-                       turns=T.LengthSpec("fixed", value=4), think_time_s=3.0,
-                       system_prompt_tokens=100, system_prompts=2)
+    chat = T.ClassSpec(
+        "chat",
+        prompt=T.LengthSpec("uniform", low=5, high=200),
+        output=T.LengthSpec("uniform", low=1, high=100),
+        turns=T.LengthSpec("fixed", value=4),
+        think_time_s=3.0,
+        system_prompt_tokens=100,
+        system_prompts=2,
+    )
     df = T.generate_workload(T.WorkloadSpec(classes=[chat], num_requests=400, seed=5))
     h = dict(zip(df["request_id"], T.block_hashes_at(df, 16), strict=True))
     rows = df.set_index("request_id")
@@ -118,9 +141,15 @@ def test_session_turns_extend_earlier_prompts_exactly() -> None:
 
 
 def test_prefix_sharing_ratio_counts_cache_hits() -> None:
-    df = pd.DataFrame({"request_id": ["a", "b", "c"], "arrival_time": [0.0, 1.0, 2.0],
-                       "prompt_tokens": [64, 64, 32], "output_tokens": [1, 1, 1],
-                       "prompt_block_hashes": [(1, 2, 3, 4), (1, 2, 9, 9), (7, 8)]})
+    df = pd.DataFrame(
+        {
+            "request_id": ["a", "b", "c"],
+            "arrival_time": [0.0, 1.0, 2.0],
+            "prompt_tokens": [64, 64, 32],
+            "output_tokens": [1, 1, 1],
+            "prompt_block_hashes": [(1, 2, 3, 4), (1, 2, 9, 9), (7, 8)],
+        }
+    )
     df.attrs["prefix_block_size"] = 16
     out = T.prefix_sharing(df, 16)
     assert out["cacheable_tokens"] == 32  # b reuses a's first two blocks

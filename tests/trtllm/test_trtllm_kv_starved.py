@@ -7,8 +7,14 @@ from trtllm_driver import make_request, run
 
 
 def _run(capacity: str):
-    policy = make_policy(f"trtllm:{capacity}", num_gpu_blocks=25, block_size=16, max_model_len=256,
-                         max_num_batched_tokens=256, max_num_seqs=16)
+    policy = make_policy(
+        f"trtllm:{capacity}",
+        num_gpu_blocks=25,
+        block_size=16,
+        max_model_len=256,
+        max_num_batched_tokens=256,
+        max_num_seqs=16,
+    )
     # Each request reserves ceil((32 + 96) / 16) = 8 blocks to completion but emits EOS after 48.
     arrivals = [(0, make_request(f"{capacity}/{i}", 32, 48, max_tokens=96)) for i in range(8)]
     log = run(policy, arrivals)

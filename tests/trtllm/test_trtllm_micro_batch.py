@@ -17,8 +17,9 @@ FCFS = ChunkingPolicy.FIRST_COME_FIRST_SERVED
 FORCE = ChunkingPolicy.FORCE_CHUNK
 
 
-def scheduler(max_batch: int = 8, max_tokens: int | None = None, policy: ChunkingPolicy | None = None,
-              unit: int = 64) -> MicroBatchScheduler:
+def scheduler(
+    max_batch: int = 8, max_tokens: int | None = None, policy: ChunkingPolicy | None = None, unit: int = 64
+) -> MicroBatchScheduler:
     cfg = None if policy is None else ContextChunkingConfig(policy, unit)
     return MicroBatchScheduler(max_batch, max_tokens, cfg)
 

@@ -62,8 +62,10 @@ def test_plan_carries_chunks_context_lengths_and_block_tables():
 def test_eos_and_length_cap_finish_and_free_kv():
     policy = small()
     log = run(policy, [(0, make_request("eos", 20, 3)), (0, make_request("cap", 20, 50, max_tokens=4))])
-    assert log.finished == {"eos": RequestStatus.FINISHED_STOPPED,
-                            "cap": RequestStatus.FINISHED_LENGTH_CAPPED}
+    assert log.finished == {
+        "eos": RequestStatus.FINISHED_STOPPED,
+        "cap": RequestStatus.FINISHED_LENGTH_CAPPED,
+    }
     assert policy.kv.num_free_blocks == 63 and not policy.has_requests()
 
 

@@ -11,8 +11,9 @@ SHARED = (11, 12, 13, 14)
 
 
 def _policy(name: str = "trtllm:guaranteed-no-evict", **kw):
-    return make_policy(name, num_gpu_blocks=64, block_size=16, max_model_len=512,
-                       max_num_batched_tokens=512, **kw)
+    return make_policy(
+        name, num_gpu_blocks=64, block_size=16, max_model_len=512, max_num_batched_tokens=512, **kw
+    )
 
 
 def _step(policy):
@@ -71,8 +72,12 @@ def test_rejected_contributor_does_not_make_duplicates_wait():
     kv = make_kv(20)
     a = ctx("A", 64, hashes=SHARED, lora=1)  # its adapter pages do not fit: skipped, not admitted
     b = ctx("B", 64, hashes=SHARED)
-    sched = CapacityScheduler(CapacitySchedulerPolicy.GUARANTEED_NO_EVICT, 8, KvAccounting(kv),
-                              peft=PeftBudget(max_pages=0, pages_per_adapter=1))
+    sched = CapacityScheduler(
+        CapacitySchedulerPolicy.GUARANTEED_NO_EVICT,
+        8,
+        KvAccounting(kv),
+        peft=PeftBudget(max_pages=0, pages_per_adapter=1),
+    )
     assert ids(sched.schedule([a, b]).fitting) == ["B"]
 
 

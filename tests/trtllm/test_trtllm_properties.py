@@ -23,10 +23,12 @@ def workloads(draw):
     for i in range(n):
         prompt = draw(st.integers(1, 120))
         prefix = draw(st.sampled_from(PREFIXES))
-        hashes = None if prefix is None else prefix[:prompt // BLOCK]
+        hashes = None if prefix is None else prefix[: prompt // BLOCK]
         out = draw(st.integers(1, 24))
-        extra = dict(lora_id=draw(st.sampled_from([None, None, 1, 2])),
-                     num_spec_tokens=draw(st.sampled_from([0, 0, 2, 3])))
+        extra = dict(
+            lora_id=draw(st.sampled_from([None, None, 1, 2])),
+            num_spec_tokens=draw(st.sampled_from([0, 0, 2, 3])),
+        )
         reqs.append((draw(st.integers(0, 8)), i, prompt, out, hashes, extra))
     largest = max(cdiv(p + o, BLOCK) for _, _, p, o, _, _ in reqs)
     knobs = dict(
@@ -48,8 +50,9 @@ def workloads(draw):
 @given(data=workloads())
 def test_random_workloads_conserve_kv_and_finish(capacity, chunking, data):
     reqs, knobs = data
-    policy = make_policy(f"trtllm:{capacity}", block_size=BLOCK, max_model_len=256,
-                         chunking_policy=chunking, **knobs)
+    policy = make_policy(
+        f"trtllm:{capacity}", block_size=BLOCK, max_model_len=256, chunking_policy=chunking, **knobs
+    )
     level1 = policy.capacity.schedule
 
     def checked_capacity(active, inflight=()):
@@ -61,8 +64,9 @@ def test_random_workloads_conserve_kv_and_finish(capacity, chunking, data):
 
     policy.capacity.schedule = checked_capacity
     tag = f"{capacity}/{chunking}"
-    arrivals = [(step, make_request(f"{tag}/{i}", p, o, hashes=h, **extra))
-                for step, i, p, o, h, extra in reqs]
+    arrivals = [
+        (step, make_request(f"{tag}/{i}", p, o, hashes=h, **extra)) for step, i, p, o, h, extra in reqs
+    ]
     log = run(policy, arrivals, max_steps=4000)  # checks every invariant (KV conservation) each step
     for plan in log.plans:
         assert not set(plan.paused_req_ids) & set(plan.num_scheduled_tokens), "fitting and paused"
@@ -84,8 +88,10 @@ def test_two_micro_batches_in_flight_never_share_a_request(capacity, data):
     knobs = {**knobs, "num_micro_batches": 2}
     policy = make_policy(f"trtllm:{capacity}", block_size=BLOCK, max_model_len=256, **knobs)
     assert policy.max_concurrent_batches == 2
-    arrivals = [(step, make_request(f"pp/{capacity}/{i}", p, o, hashes=h, **extra))
-                for step, i, p, o, h, extra in reqs]
+    arrivals = [
+        (step, make_request(f"pp/{capacity}/{i}", p, o, hashes=h, **extra))
+        for step, i, p, o, h, extra in reqs
+    ]
     log = run_pipelined(policy, arrivals, depth=2)  # asserts disjoint batches and invariants
     assert len(log.finished) == len(arrivals)
     assert policy.kv.num_free_blocks == knobs["num_gpu_blocks"] - 1

@@ -17,13 +17,16 @@ def test_reaching_a_state_is_one_comparison_in_chronological_order():
     assert req.has_reached_state(S.GENERATION_TO_COMPLETE) and req.is_finished
 
 
-@pytest.mark.parametrize("state,capacity,micro", [
-    (S.DISAGG_GENERATION_INIT, False, False),
-    (S.CONTEXT_INIT, True, True),
-    (S.GENERATION_IN_PROGRESS, True, True),
-    (S.GENERATION_TO_COMPLETE, True, False),  # still holds blocks, never re-enters a batch
-    (S.GENERATION_COMPLETE, False, False),
-])
+@pytest.mark.parametrize(
+    "state,capacity,micro",
+    [
+        (S.DISAGG_GENERATION_INIT, False, False),
+        (S.CONTEXT_INIT, True, True),
+        (S.GENERATION_IN_PROGRESS, True, True),
+        (S.GENERATION_TO_COMPLETE, True, False),  # still holds blocks, never re-enters a batch
+        (S.GENERATION_COMPLETE, False, False),
+    ],
+)
 def test_scheduler_windows(state, capacity, micro):
     assert CAPACITY_WINDOW.admits(state) is capacity
     assert MICRO_BATCH_WINDOW.admits(state) is micro

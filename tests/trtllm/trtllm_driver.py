@@ -22,11 +22,23 @@ class RunLog:
     delivered: list[dict[str, int]] = field(default_factory=list)
 
 
-def make_request(rid: str, prompt_len: int, output_len: int, max_tokens: int | None = None,
-                 hashes: tuple[int, ...] | None = None, **kw) -> Request:
+def make_request(
+    rid: str,
+    prompt_len: int,
+    output_len: int,
+    max_tokens: int | None = None,
+    hashes: tuple[int, ...] | None = None,
+    **kw,
+) -> Request:
     """A request whose oracle emits EOS as its `output_len`-th token."""
-    req = Request(rid, 0.0, prompt_len, max_tokens if max_tokens is not None else output_len,
-                  prompt_block_hashes=hashes, **kw)
+    req = Request(
+        rid,
+        0.0,
+        prompt_len,
+        max_tokens if max_tokens is not None else output_len,
+        prompt_block_hashes=hashes,
+        **kw,
+    )
     OUTPUT_LEN[rid] = output_len
     return req
 
@@ -56,8 +68,9 @@ def oracle(policy: TrtllmPolicy, plan: StepPlan) -> StepResult:
     return result
 
 
-def run(policy: TrtllmPolicy, arrivals: list[tuple[int, Request]], max_steps: int = 5000,
-        check: bool = True) -> RunLog:
+def run(
+    policy: TrtllmPolicy, arrivals: list[tuple[int, Request]], max_steps: int = 5000, check: bool = True
+) -> RunLog:
     """Add requests at their step, schedule/execute/update until everything finished."""
     log = RunLog()
     pending = sorted(arrivals, key=lambda a: a[0])
@@ -81,8 +94,9 @@ def run(policy: TrtllmPolicy, arrivals: list[tuple[int, Request]], max_steps: in
     return log
 
 
-def run_pipelined(policy: TrtllmPolicy, arrivals: list[tuple[int, Request]], depth: int,
-                  max_steps: int = 5000) -> RunLog:
+def run_pipelined(
+    policy: TrtllmPolicy, arrivals: list[tuple[int, Request]], depth: int, max_steps: int = 5000
+) -> RunLog:
     """A batch queue: up to `depth` plans in flight; the oldest is executed and applied when full."""
     log = RunLog()
     pending = sorted(arrivals, key=lambda a: a[0])

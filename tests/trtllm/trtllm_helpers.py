@@ -6,8 +6,17 @@ from schedsim.policies import Request, RequestStatus
 from schedsim.policies.trtllm import LlmRequest, LlmRequestState
 
 
-def ctx(rid: str, prompt: int, pos: int = 0, reusable: int = 0, max_new: int = 16, lora: int | None = None,
-        drafts: int = 0, beam: int = 1, hashes: tuple[int, ...] | None = None) -> LlmRequest:
+def ctx(
+    rid: str,
+    prompt: int,
+    pos: int = 0,
+    reusable: int = 0,
+    max_new: int = 16,
+    lora: int | None = None,
+    drafts: int = 0,
+    beam: int = 1,
+    hashes: tuple[int, ...] | None = None,
+) -> LlmRequest:
     """A context request with its cursor at `pos` (pos > 0: mid-chunk, i.e. started)."""
     request = Request(rid, 0.0, prompt, max_new, lora_id=lora, beam_width=beam, prompt_block_hashes=hashes)
     req = LlmRequest.from_request(request, max_new)
@@ -22,8 +31,15 @@ def ctx(rid: str, prompt: int, pos: int = 0, reusable: int = 0, max_new: int = 1
     return req
 
 
-def gen(rid: str, prompt: int = 16, generated: int = 1, max_new: int = 16, beam: int = 1, drafts: int = 0,
-        lora: int | None = None) -> LlmRequest:
+def gen(
+    rid: str,
+    prompt: int = 16,
+    generated: int = 1,
+    max_new: int = 16,
+    beam: int = 1,
+    drafts: int = 0,
+    lora: int | None = None,
+) -> LlmRequest:
     """A generation request with `generated` tokens sampled (the last one's KV not computed yet)."""
     request = Request(rid, 0.0, prompt, max_new, lora_id=lora, beam_width=beam)
     request.output_token_ids = [7] * generated
@@ -46,6 +62,7 @@ def ids(reqs: list[LlmRequest]) -> list[str]:
 def make_kv(usable_blocks: int, block_size: int = 16, caching: bool = True):
     """A block manager with exactly `usable_blocks` allocatable blocks (plus the null block)."""
     from schedsim.policies.kv_cache import KVCacheManager
+
     return KVCacheManager(usable_blocks + 1, block_size, 4096, enable_caching=caching)
 
 
