@@ -133,6 +133,8 @@ def add_backend_arguments(parser: Any, with_switch: bool = True) -> None:
     g.add_argument("--real-ops", choices=("auto", "torch", "triton"), default="auto",
                    help="kernels: auto = Triton on CUDA, torch references on a CPU")
     g.add_argument("--real-device", choices=("auto", "cpu", "cuda"), default="auto")
+    g.add_argument("--real-dtype", choices=("fp32", "bf16", "fp16"), default=None,
+                   help="model and KV-cache dtype (default: bf16 on CUDA, fp32 on a CPU)")
     g.add_argument("--real-worker-thread", action="store_true",
                    help="CPU: run the model on a worker thread so scheduling overlaps it")
     g.add_argument("--real-seed", type=int, default=0, help="seed of the random weights")
@@ -141,4 +143,4 @@ def add_backend_arguments(parser: Any, with_switch: bool = True) -> None:
 def backend_options(args: Any) -> dict[str, Any]:
     """ExecutorConfig options from the parsed `add_backend_arguments` flags."""
     return {"model": args.real_model, "ops": args.real_ops, "device": args.real_device,
-            "cpu_worker_thread": args.real_worker_thread, "seed": args.real_seed}
+            "dtype": args.real_dtype, "cpu_worker_thread": args.real_worker_thread, "seed": args.real_seed}
