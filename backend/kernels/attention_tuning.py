@@ -30,7 +30,6 @@ class AttentionTuning:
     decode_warps: int = 4
     decode_stages: int = 3
     num_sms: int = 0  # programs that fill the GPU once; 0 = read from the device (132 off CUDA)
-    arch: int = 0  # compute capability x 10 the launches are shaped for; 0 = the device's (90 off CUDA)
     min_keys_per_split: int = 256  # a decode split never reads fewer keys than this
     max_splits: int = 32
 
@@ -47,9 +46,8 @@ class AttentionTuning:
         for name in ("prefill_stages", "decode_stages", "min_keys_per_split", "max_splits"):
             if getattr(self, name) < 1:
                 raise ValueError(f"AttentionTuning.{name} must be >= 1, got {getattr(self, name)}")
-        if self.num_sms < 0 or self.arch < 0:
-            raise ValueError(f"AttentionTuning.num_sms and .arch must be >= 0, "
-                             f"got {self.num_sms}, {self.arch}")
+        if self.num_sms < 0:
+            raise ValueError(f"AttentionTuning.num_sms must be >= 0, got {self.num_sms}")
 
 
 def block_d(head_dim: int) -> int:
@@ -64,15 +62,13 @@ def rows_per_program(block_m: int, group: int) -> tuple[int, int]:
     return block_m, block_m // group
 
 
-def prefill_params(tuning: AttentionTuning, head_dim: int, group: int, dtype: torch.dtype,
-                   arch: int) -> dict[str, int]:
-    """BLOCK_M, BLOCK_Q, BLOCK_N, num_warps, num_stages for the prefill kernel at this shape."""
-    block_m, block_n = tuning.prefill_block_m, tuning.prefill_block_n
-    warps, stages = tuning.prefill_warps, tuning.prefill_stages
-    if dtype == torch.float32:  # 3xTF32 holds each operand twice: 32 rows, or registers spill
-        block_m, block_n, warps, stages = 32, 32, 4, 2
-    elif arch < 90:  # mma.sync: one warp per 16 rows needs no warpgroups; 4 warps keep registers free
-        warps = 4
+def prefill_params(tuning: AttentionTuning, head_dim: int, group: int, dtype: torch.dtype) -> dict[str, int]:
+    """BLOCK_M, BLOCK_Q, BLOCK_N, num_warps, num_stages for the prefill kernel at this shape (the
+    same on sm_80 and sm_90: the AOT check compiles both without spills)."""
+    block_m, warps, stages = tuning.prefill_block_m, tuning.prefill_warps, tuning.prefill_stages
+    block_n = min(tuning.prefill_block_n, max(32, block_d(head_dim)))  # small heads: narrower key tiles
+    if dtype == torch.float32:  # 3xTF32 holds each operand twice: 32 rows, no pipelining, or it spills
+        block_m, block_n, warps, stages = 32, 32, 4, 1
     if block_d(head_dim) > 128:
         block_n = max(16, block_n // 2)
     block_m, block_q = rows_per_program(block_m, group)
@@ -92,29 +88,18 @@ def decode_params(tuning: AttentionTuning, head_dim: int, group: int, dtype: tor
 
 
 @lru_cache(maxsize=8)
-def _device_properties(index: int) -> tuple[int, int]:
-    """(multiprocessors, capability x 10) of a CUDA device (cached: the query costs a driver call)."""
-    props = torch.cuda.get_device_properties(index)
-    return props.multi_processor_count, props.major * 10 + props.minor
-
-
-def _cuda_index(device: torch.device) -> int:
-    """The device's index, or the current device's."""
-    return device.index if device.index is not None else torch.cuda.current_device()
+def _device_sms(index: int) -> int:
+    """Multiprocessors of a CUDA device (cached: the query costs a driver call)."""
+    return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 def sm_count(tuning: AttentionTuning, device: torch.device) -> int:
     """Programs that fill the GPU once: the tuning's figure, the device's, or an H100's 132."""
     if tuning.num_sms:
         return tuning.num_sms
-    return _device_properties(_cuda_index(device))[0] if device.type == "cuda" else 132
-
-
-def target_arch(tuning: AttentionTuning, device: torch.device) -> int:
-    """The compute capability launches are shaped for: the tuning's, the device's, or Hopper's 90."""
-    if tuning.arch:
-        return tuning.arch
-    return _device_properties(_cuda_index(device))[1] if device.type == "cuda" else 90
+    if device.type == "cuda":
+        return _device_sms(device.index if device.index is not None else torch.cuda.current_device())
+    return 132
 
 
 def num_splits(tuning: AttentionTuning, num_decodes: int, kv_heads: int, max_seq_len: int, sms: int) -> int:

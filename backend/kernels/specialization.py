@@ -48,3 +48,25 @@ def bind(launch: Launch, target: Any) -> Bound:
     options_obj, signature, constexprs, attrs = packed
     key = (tuple(tuple(s) if isinstance(s, list) else s for s in specialization), str(options_obj))
     return Bound(key, signature, constexprs, attrs, options_obj.__dict__)
+
+
+def jit_kernels() -> dict[str, Any]:
+    """Every Triton kernel the model launches, by name."""
+    from . import triton_decode_attention as dec
+    from . import triton_elementwise as elem
+    from . import triton_prefill_attention as pre
+
+    return {"prefill_attention": pre.prefill_attention_kernel,
+            "decode_attention": dec.decode_attention_kernel, "combine_splits": dec.combine_splits_kernel,
+            "store_kv": elem.store_kv_kernel, "rms_norm": elem.rms_norm_kernel, "rotary": elem.rotary_kernel,
+            "silu_and_mul": elem.silu_and_mul_kernel}
+
+
+def compiled_variants() -> dict[str, int]:
+    """Variants each kernel has compiled in this process (0 under the interpreter, which compiles
+    nothing): the count that must not grow once a run is warm."""
+    out = {}
+    for name, kernel in jit_kernels().items():
+        caches = getattr(kernel, "device_caches", {})
+        out[name] = sum(len(entry[0]) for entry in caches.values())
+    return out

@@ -18,7 +18,6 @@ from .attention_tuning import (
     num_splits,
     prefill_params,
     sm_count,
-    target_arch,
 )
 from .launch import Launch, run_all
 from .metadata import AttentionMetadata, check_block_tables, check_devices, metadata_tensors
@@ -79,7 +78,7 @@ def plan_prefill(q: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Te
     """The prefill launch over the flat q-block grid (num_tokens // BLOCK_Q + num_seqs programs)."""
     _, page, kv_heads, head_dim = key_cache.shape
     group = q.shape[1] // kv_heads
-    params = prefill_params(tuning, head_dim, group, q.dtype, target_arch(tuning, q.device))
+    params = prefill_params(tuning, head_dim, group, q.dtype)
     bt = meta.block_tables
     grid = (q.shape[0] // params["BLOCK_Q"] + meta.num_seqs, kv_heads)
     return Launch(prefill_attention_kernel, grid, (

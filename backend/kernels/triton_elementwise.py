@@ -11,7 +11,7 @@ from .metadata import check_devices, check_slot_mapping
 
 
 @triton.jit
-def _store_kv_kernel(K, V, K_cache, V_cache, slot_mapping, stride_kt, stride_vt,
+def store_kv_kernel(K, V, K_cache, V_cache, slot_mapping, stride_kt, stride_vt,
                      ROW: tl.constexpr, BLOCK: tl.constexpr):
     """One program per token: copy its [Hk * D] key and value row into the slot's cache row."""
     t = tl.program_id(0)
@@ -48,13 +48,13 @@ def plan_store_kv(key: torch.Tensor, value: torch.Tensor, key_cache: torch.Tenso
                   value_cache: torch.Tensor, slot_mapping: torch.Tensor) -> Launch:
     """One program per token (rows whose heads are contiguous)."""
     row = key_cache.shape[2] * key_cache.shape[3]
-    return Launch(_store_kv_kernel, (key.shape[0],), (key, value, key_cache, value_cache, slot_mapping,
+    return Launch(store_kv_kernel, (key.shape[0],), (key, value, key_cache, value_cache, slot_mapping,
                                                       key.stride(0), value.stride(0)),
                   {"ROW": row, "BLOCK": triton.next_power_of_2(row)})
 
 
 @triton.jit
-def _rms_norm_kernel(X, R, W, Out, R_out, eps, stride_x, stride_r, stride_o,
+def rms_norm_kernel(X, R, W, Out, R_out, eps, stride_x, stride_r, stride_o,
                      HIDDEN: tl.constexpr, BLOCK: tl.constexpr, HAS_RESIDUAL: tl.constexpr):
     """One program per row: h = x (+ residual); out = h / rms(h) * w; residual_out = h."""
     row = tl.program_id(0)
@@ -88,7 +88,7 @@ def plan_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, res: torch.
                   out: torch.Tensor, res_out: torch.Tensor) -> Launch:
     """One program per row."""
     hidden = x.shape[1]
-    return Launch(_rms_norm_kernel, (x.shape[0],), (x, res, weight, out, res_out, eps, x.stride(0),
+    return Launch(rms_norm_kernel, (x.shape[0],), (x, res, weight, out, res_out, eps, x.stride(0),
                                                     res.stride(0), out.stride(0)),
                   {"HIDDEN": hidden, "BLOCK": triton.next_power_of_2(hidden), "HAS_RESIDUAL": has_residual,
                    "num_warps": 4 if hidden <= 4096 else 8})
@@ -109,7 +109,7 @@ def _rotate_heads(base, t, stride_t, stride_h, cos, sin, HEADS: tl.constexpr, HA
 
 
 @triton.jit
-def _rotary_kernel(positions, Q, K, cos_sin, stride_qt, stride_qh, stride_kt, stride_kh, stride_cs,
+def rotary_kernel(positions, Q, K, cos_sin, stride_qt, stride_qh, stride_kt, stride_kh, stride_cs,
                    HQ: tl.constexpr, HK: tl.constexpr, HALF: tl.constexpr,
                    BLOCK_H: tl.constexpr, BLOCK_HALF: tl.constexpr):
     """One program per token: rotate every q and k head in place (rotate-half convention)."""
@@ -143,14 +143,14 @@ def rotary(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor,
 def plan_rotary(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin: torch.Tensor) -> Launch:
     """One program per token, every q and k head."""
     hq, hk, dim = q.shape[1], k.shape[1], q.shape[2]
-    return Launch(_rotary_kernel, (q.shape[0],), (positions, q, k, cos_sin, q.stride(0), q.stride(1),
+    return Launch(rotary_kernel, (q.shape[0],), (positions, q, k, cos_sin, q.stride(0), q.stride(1),
                                                   k.stride(0), k.stride(1), cos_sin.stride(0)),
                   {"HQ": hq, "HK": hk, "HALF": dim // 2, "BLOCK_H": triton.next_power_of_2(max(hq, hk)),
                    "BLOCK_HALF": triton.next_power_of_2(dim // 2)})
 
 
 @triton.jit
-def _silu_and_mul_kernel(X, Out, stride_x, stride_o, INTER: tl.constexpr, BLOCK: tl.constexpr):
+def silu_and_mul_kernel(X, Out, stride_x, stride_o, INTER: tl.constexpr, BLOCK: tl.constexpr):
     """Program (row, chunk): out = silu(gate) * up over BLOCK columns."""
     row = tl.program_id(0)
     offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
@@ -177,5 +177,5 @@ def plan_silu_and_mul(x: torch.Tensor, out: torch.Tensor) -> Launch:
     """Programs (row, chunk of up to 1024 columns)."""
     inter = out.shape[1]
     block = min(1024, triton.next_power_of_2(inter))
-    return Launch(_silu_and_mul_kernel, (x.shape[0], triton.cdiv(inter, block)),
+    return Launch(silu_and_mul_kernel, (x.shape[0], triton.cdiv(inter, block)),
                   (x, out, x.stride(0), out.stride(0)), {"INTER": inter, "BLOCK": block})

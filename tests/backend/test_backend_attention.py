@@ -107,12 +107,12 @@ def test_launch_parameters_for_wgmma_and_the_split_heuristic():
 
     t = AttentionTuning()
     for dtype in (torch.float16, torch.bfloat16):
-        p = prefill_params(t, 128, 4, dtype, 90)
+        p = prefill_params(t, 128, 4, dtype)
         assert p["BLOCK_M"] >= 64 and p["num_warps"] % 4 == 0  # one or more warpgroups: wgmma-able
-        assert p["BLOCK_Q"] * 4 == p["BLOCK_M"]
-        assert prefill_params(t, 128, 4, dtype, 80)["num_warps"] == 4  # mma.sync on Ampere
-    assert prefill_params(t, 128, 32, torch.float16, 90)["BLOCK_Q"] == 4
-    assert prefill_params(t, 128, 8, torch.float32, 90)["BLOCK_M"] == 32  # 3xTF32: fewer rows
+        assert p["BLOCK_Q"] * 4 == p["BLOCK_M"] and p["BLOCK_N"] == 64
+    assert prefill_params(t, 32, 4, torch.float16)["BLOCK_N"] == 32  # small heads, narrower tiles
+    assert prefill_params(t, 128, 32, torch.float16)["BLOCK_Q"] == 4
+    assert prefill_params(t, 128, 8, torch.float32)["BLOCK_M"] == 32  # 3xTF32: fewer rows
     assert decode_params(t, 64, 8, torch.bfloat16)["BLOCK_M"] == 16
     assert decode_params(t, 64, 32, torch.bfloat16)["BLOCK_M"] == 32
     assert num_splits(t, 64, 8, 2048, 132) == 1  # 512 programs already fill two waves
@@ -120,3 +120,17 @@ def test_launch_parameters_for_wgmma_and_the_split_heuristic():
     assert num_splits(t, 2, 8, 600, 132) == 2  # never fewer than 256 keys a split
     with pytest.raises(ValueError, match="prefill_block_m"):
         AttentionTuning(prefill_block_m=48)
+
+
+def test_real_shape_batch_gets_a_cache_that_holds_it():
+    """The GPU tests' batch (46 sequences, contexts to 2k) needs 2,578 blocks of 16: building it on a
+    smaller cache is a clear error, and on its own cache every page it reads is valid."""
+    from backend_helpers import REAL_SEQS, blocks_needed, make_batch
+    from schedsim.backend.kernels import check_block_tables
+
+    assert blocks_needed(REAL_SEQS, 16) == 2578
+    with pytest.raises(ValueError, match="needs 2578 blocks of 16"):
+        make_batch(REAL_SEQS, page=16, num_blocks=1200)
+    q, kc, vc, meta = attention_inputs(REAL_SEQS, 16, 8, 2, 16, torch.float16)
+    check_block_tables(meta.block_tables, meta.seq_lens, kc.shape[0], 16)
+    assert meta.num_decodes == 43 and meta.max_seq_len == 2048
