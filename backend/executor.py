@@ -11,6 +11,7 @@ overlaps compute, as with a GPU). Each handle keeps host and device time apart: 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -186,8 +187,21 @@ class RealExecutor:
     def warmup(self, num_tokens: int = 0) -> float:
         """Run a throwaway prefill and decode (compiles the Triton kernels on CUDA); returns seconds.
 
-        It writes only blocks the policy has not handed out yet, so call it before the first step.
+        The decode splits its short context on purpose, so the split-KV combine kernel compiles here
+        too, not in the first timed step with a long context. It writes only blocks the policy has
+        not handed out yet, so call it before the first step.
         """
+        tuning = getattr(self.ops, "tuning", None)
+        if tuning is None:
+            return self._warmup_steps(num_tokens)
+        self.ops.tuning = dataclasses.replace(tuning, min_keys_per_split=1)
+        try:
+            return self._warmup_steps(num_tokens)
+        finally:
+            self.ops.tuning = tuning
+
+    def _warmup_steps(self, num_tokens: int) -> float:
+        """The throwaway prefill and decode of one request on the first free blocks."""
         n = num_tokens or 2 * self.cache.block_size + 1
         blocks = list(range(1, 1 + -(-(n + 1) // self.cache.block_size)))
         if blocks[-1] >= self.cache.num_blocks:

@@ -132,7 +132,8 @@ def test_no_kernel_compiles_once_the_executor_is_warm():
     ex.warmup()
     before = compiled_variants()
     next_block = 1
-    shapes = [(1, 0, 40), (3, 100, 1), (17, 300, 1), (5, 20, 9), (33, 1, 1)]  # (sequences, context, new)
+    # (sequences, context, new tokens); one long decode splits its KV (the combine kernel runs)
+    shapes = [(1, 0, 40), (3, 100, 1), (17, 300, 1), (5, 20, 9), (33, 1, 1), (1, 1000, 1)]
     for step, (num_seqs, ctx, n) in enumerate(shapes):
         plan, reqs = StepPlan(step_id=step), {}
         for i in range(num_seqs):

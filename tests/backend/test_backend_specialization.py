@@ -103,3 +103,25 @@ def test_executor_inputs_keep_alignment_and_bind_one_variant_per_kernel():
     keys = keys_by_kernel(plans)
     assert {name: len(k) for name, k in keys.items()} == dict.fromkeys(keys, 1)
     assert allocations[15] == ex.buffers.num_allocations > 0  # then the last round reuses every buffer
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on CUDA test_backend_gpu counts real compiles")
+def test_warmup_launches_every_attention_kernel_a_run_can_need(monkeypatch):
+    """A run's first long-context decode splits its KV: the combine kernel must already be compiled."""
+    from schedsim.backend.kernels import triton_attention, triton_status
+
+    if not triton_status()[0]:
+        pytest.skip(triton_status()[1])
+    launched = []
+    real_run_all = triton_attention.run_all
+
+    def record(launches):
+        launched.extend(launch.name for launch in launches)
+        real_run_all(launches)
+
+    monkeypatch.setattr(triton_attention, "run_all", record)
+    ex = RealExecutor.from_config(ExecutorConfig(model="tiny", block_size=16, num_blocks=8, device="cpu",
+                                                 ops="triton"))
+    ex.warmup()
+    assert {"prefill_attention_kernel", "decode_attention_kernel", "combine_splits_kernel"} <= set(launched)
+    assert ex.ops.tuning.min_keys_per_split == 256  # restored after the warmup
