@@ -6,7 +6,9 @@ repeated launches after warm-up, L2 flushed between them)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -50,8 +52,8 @@ class AttentionShape:
         return 4 * self.head_dim * self.heads * self.seqs * pairs
 
 
-def bench_ms(fn, warmup: int = 5, rep: int = 20) -> float:
-    """Median milliseconds of fn() on the GPU."""
+def bench_ms(fn: Callable[[], Any], warmup: int = 5, rep: int = 20) -> float:
+    """Median milliseconds of fn() on the GPU (warmup and rep are do_bench's budgets in ms)."""
     import triton.testing
 
     return float(triton.testing.do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
@@ -73,7 +75,7 @@ def gemm_ceiling_tflops(n: int = 8192) -> float:
     return 2 * n ** 3 / ms / 1e9
 
 
-def paged_inputs(shape: AttentionShape, dtype: torch.dtype, device: str = "cuda"):
+def paged_inputs(shape: AttentionShape, dtype: torch.dtype, device: str = "cuda") -> tuple[Any, ...]:
     """q, caches and metadata of `shape`, pages shuffled through the block table."""
     from schedsim.backend.kernels import AttentionMetadata
 
@@ -93,7 +95,7 @@ def paged_inputs(shape: AttentionShape, dtype: torch.dtype, device: str = "cuda"
     return q, kc, vc, meta
 
 
-def attention_ms(shape: AttentionShape, dtype: torch.dtype, tuning=None) -> float:
+def attention_ms(shape: AttentionShape, dtype: torch.dtype, tuning: Any = None) -> float:
     """Median milliseconds of one paged-attention call (launch plan built once, outside the timing)."""
     from schedsim.backend.kernels.launch import run_all
     from schedsim.backend.kernels.triton_attention import DEFAULT_TUNING, plan_paged_attention
@@ -104,7 +106,8 @@ def attention_ms(shape: AttentionShape, dtype: torch.dtype, tuning=None) -> floa
     return bench_ms(lambda: run_all(plan))
 
 
-def decode_bandwidth(shape: AttentionShape, dtype: torch.dtype, ceiling_gbs: float, tuning=None) -> dict:
+def decode_bandwidth(shape: AttentionShape, dtype: torch.dtype, ceiling_gbs: float,
+                     tuning: Any = None) -> dict[str, float]:
     """Decode attention: GB/s moved (KV, q, out) and the fraction of the measured HBM ceiling."""
     ms = attention_ms(shape, dtype, tuning)
     gbs = shape.io_bytes(torch.finfo(dtype).bits // 8) / ms / 1e6
@@ -126,7 +129,7 @@ def sdpa_flash_ms(shape: AttentionShape, dtype: torch.dtype) -> float:
         return bench_ms(lambda: f(q, k, v, is_causal=True))
 
 
-def prefill_throughput(shape: AttentionShape, dtype: torch.dtype, tuning=None) -> dict:
+def prefill_throughput(shape: AttentionShape, dtype: torch.dtype, tuning: Any = None) -> dict[str, float]:
     """Prefill attention TFLOP/s, and torch flash SDPA's on the same shape (ratio < 2 is the target)."""
     ms = attention_ms(shape, dtype, tuning)
     ref_ms = sdpa_flash_ms(shape, dtype)
