@@ -1,6 +1,7 @@
 """Step-time measurements of the real backend over a grid of step shapes, in the CSV form that
 `schedsim calibrate --steps` fits (step_time_s, prefill_tokens, decode_count, sum_context,
-sum_context_sq)."""
+sum_context_sq). step_time_s is device time only, as in a replay; the host's share of each step
+(packing inputs, enqueueing kernels) is reported beside it."""
 
 from __future__ import annotations
 
@@ -70,18 +71,28 @@ def _shape_plan(
     return plan, requests
 
 
-def _time_step(executor: RealExecutor, plan: StepPlan, requests: dict[str, Request]) -> float:
-    """Seconds of one step: device time when the executor measures it, else launch-to-result."""
+@dataclass(frozen=True)
+class StepTiming:
+    """One timed step: device seconds (the figure the latency model fits) and the host's parts."""
+
+    device_s: float
+    host_prepare_s: float
+    host_enqueue_s: float
+
+
+def _time_step(executor: RealExecutor, plan: StepPlan, requests: dict[str, Request]) -> StepTiming:
+    """Time one step: the device from after its inputs were packed, the host apart (so a synchronous
+    calibration and an asynchronous replay measure the same thing)."""
     t0 = time.perf_counter()
     handle = executor.launch(plan, requests)
     executor.collect(handle)
     wall = time.perf_counter() - t0
     executor.states.clear()
-    return handle.device_seconds or wall
+    return StepTiming(handle.device_seconds or wall, handle.host_prepare_s, handle.host_enqueue_s)
 
 
 def measure_steps(executor: RealExecutor, grid: CalibrationGrid | None = None) -> pd.DataFrame:
-    """One row per shape: the median step time over `repeats` runs (after one untimed run)."""
+    """One row per shape: median device time and host parts over `repeats` runs (after one untimed)."""
     grid = grid or CalibrationGrid()
     cache, vocab = executor.cache, executor.model.cfg.vocab_size
     rows = []
@@ -98,7 +109,9 @@ def measure_steps(executor: RealExecutor, grid: CalibrationGrid | None = None) -
         times = [_time_step(executor, plan, requests) for _ in range(grid.repeats)]
         rows.append(
             {
-                "step_time_s": statistics.median(times),
+                "step_time_s": statistics.median(t.device_s for t in times),
+                "host_prepare_s": statistics.median(t.host_prepare_s for t in times),
+                "host_enqueue_s": statistics.median(t.host_enqueue_s for t in times),
                 "prefill_tokens": p,
                 "decode_count": d,
                 "sum_context": (p + pc) + d * (dc + 1),

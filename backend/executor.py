@@ -1,14 +1,17 @@
 """RealExecutor: runs StepPlans on the real model (the Executor protocol of schedsim.policies).
 
-On CUDA `launch` only enqueues: inputs go up from pinned memory, placeholders are filled from the
-previous step's sampled tensor on the device, the forward and sampling run on the compute stream,
-and the sampled ids come back on a copy stream into pinned memory with an event that `collect`
-waits on. On a CPU the same steps run in order, either inline or on one worker thread that plays
-the device (so scheduling overlaps compute, as with a GPU).
+On CUDA `launch` only enqueues: inputs are packed into persistent pinned buffers on the host, then
+(after the step's start event) copied up, placeholders are filled from the previous step's sampled
+tensor on the device, the forward and sampling run on the compute stream, and the sampled ids come
+back on a copy stream into pinned memory with an event that `collect` waits on. On a CPU the same
+steps run in order, either inline or on one worker thread that plays the device (so scheduling
+overlaps compute, as with a GPU). Each handle keeps host and device time apart: `host_prepare_s`
+(plan to packed inputs), `host_enqueue_s` (issuing the device work) and `device_seconds`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,10 +23,12 @@ from schedsim.policies.plan import StepPlan, StepResult
 from schedsim.policies.request import Request
 
 from .config import load_model_config
+from .dtypes import canonical_dtype, resolve_dtype
 from .input_batch import HostBatch, ModelLimits, RequestState, prepare_batch, register_placeholders
-from .kernels import AttentionMetadata, get_ops
+from .input_buffers import InputBuffers, StagedStep, StepInputs
+from .kernels import get_ops
 from .kv_cache import PagedKVCache
-from .model import DTYPES, LlamaModel
+from .model import LlamaModel
 from .sampling import SamplingConfig, sample
 from .weights import build_model, load_checkpoint
 
@@ -37,7 +42,7 @@ class ExecutorConfig:
     num_blocks: int = 1024
     device: str = "auto"  # auto | cpu | cuda
     ops: str = "auto"  # auto (Triton on CUDA, torch on CPU) | torch | triton
-    dtype: str | None = None  # default: float32 on CPU, the config's dtype on CUDA
+    dtype: str | None = None  # fp32 | bf16 | fp16 (or float32, ...); default bf16 on CUDA, fp32 on CPU
     seed: int = 0  # random weights
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     cpu_worker_thread: bool = False  # CPU only: run device work on a worker thread
@@ -49,8 +54,11 @@ class ExecutorConfig:
             raise ValueError(f"ExecutorConfig.device must be auto, cpu or cuda, got {self.device!r}")
         if self.ops not in ("auto", "torch", "triton"):
             raise ValueError(f"ExecutorConfig.ops must be auto, torch or triton, got {self.ops!r}")
-        if self.dtype is not None and self.dtype not in DTYPES:
-            raise ValueError(f"ExecutorConfig.dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+        if self.dtype is not None:
+            try:
+                self.dtype = canonical_dtype(self.dtype)
+            except ValueError as exc:
+                raise ValueError(f"ExecutorConfig.dtype: {exc}") from None
         if self.cpu_threads < 0:
             raise ValueError(f"ExecutorConfig.cpu_threads must be >= 0, got {self.cpu_threads}")
         if self.block_size < 1 or self.num_blocks < 2:
@@ -71,7 +79,10 @@ class StepHandle:
     ready: Any = None  # torch.cuda.Event on CUDA, Future with a worker thread
     timing: tuple[Any, Any] | None = None  # CUDA events around the device work
     tokens: list[int] | None = None
-    device_seconds: float = 0.0
+    staged: StagedStep | None = None  # where the packed inputs sit until the device reads them
+    host_prepare_s: float = 0.0  # launch() entry to inputs packed (plan walk, placeholders, packing)
+    host_enqueue_s: float = 0.0  # issuing the device work (CUDA); 0 on a CPU, where nothing is queued
+    device_seconds: float = 0.0  # from after the inputs were packed to the sampled ids (events on CUDA)
     # When the device ran the step, on time.perf_counter()'s clock (CUDA: from events).
     device_start: float = float("nan")
     device_end: float = float("nan")
@@ -88,6 +99,7 @@ class RealExecutor:
         self.cache = PagedKVCache(model.cfg, config.num_blocks, config.block_size, self.device, model.dtype)
         self.states: dict[str, RequestState] = {}
         self.limits = ModelLimits(model.cfg.vocab_size, model.cfg.max_position_embeddings)
+        self.buffers = InputBuffers(self.device, pin=self.device.type == "cuda")
         # How placeholders reached the inputs: one slice copy (batch unchanged) or a scatter.
         self.num_fill_slices = 0
         self.num_fill_scatters = 0
@@ -117,7 +129,7 @@ class RealExecutor:
             if config.device == "cuda" or (config.device == "auto" and torch.cuda.is_available())
             else "cpu"
         )
-        dtype = DTYPES[config.dtype] if config.dtype else (None if device.type == "cuda" else torch.float32)
+        dtype = resolve_dtype(config.dtype, device)
         if _is_checkpoint(config.model):
             model = load_checkpoint(config.model, device=device, dtype=dtype)
         else:
@@ -142,10 +154,15 @@ class RealExecutor:
             handle.tokens = []
             return handle
         register_placeholders(batch, self.states, handle)
+        handle.staged = self.buffers.stage(batch)
+        t1 = time.perf_counter()
+        handle.host_prepare_s = t1 - t0
         if self.cuda:
             self._launch_cuda(handle)
+            handle.host_enqueue_s = time.perf_counter() - t1
         elif self._worker is not None:
             handle.ready = self._worker.submit(self._run_cpu, handle)
+            self.buffers.hold(handle.staged, handle.ready)
         else:
             self._run_cpu(handle)
         return handle
@@ -171,7 +188,7 @@ class RealExecutor:
         sampled = {rid: [] for rid in handle.req_ids}
         for rid, tok in zip(handle.sample_req_ids, handle.tokens, strict=True):
             sampled[rid] = [int(tok)]
-        handle.batch = None  # host buffers no longer needed
+        handle.batch = handle.staged = None  # host inputs no longer needed (and no chain of handles)
         return StepResult(
             step_id=handle.step_id,
             sampled_token_ids=sampled,
@@ -182,8 +199,21 @@ class RealExecutor:
     def warmup(self, num_tokens: int = 0) -> float:
         """Run a throwaway prefill and decode (compiles the Triton kernels on CUDA); returns seconds.
 
-        It writes only blocks the policy has not handed out yet, so call it before the first step.
+        The decode splits its short context on purpose, so the split-KV combine kernel compiles here
+        too, not in the first timed step with a long context. It writes only blocks the policy has
+        not handed out yet, so call it before the first step.
         """
+        tuning = getattr(self.ops, "tuning", None)
+        if tuning is None:
+            return self._warmup_steps(num_tokens)
+        self.ops.tuning = dataclasses.replace(tuning, min_keys_per_split=1)
+        try:
+            return self._warmup_steps(num_tokens)
+        finally:
+            self.ops.tuning = tuning
+
+    def _warmup_steps(self, num_tokens: int) -> float:
+        """The throwaway prefill and decode of one request on the first free blocks."""
         n = num_tokens or 2 * self.cache.block_size + 1
         blocks = list(range(1, 1 + -(-(n + 1) // self.cache.block_size)))
         if blocks[-1] >= self.cache.num_blocks:
@@ -212,58 +242,31 @@ class RealExecutor:
 
     # ---- device work -------------------------------------------------------------------------
 
-    def _upload(self, batch: HostBatch) -> tuple[torch.Tensor, torch.Tensor, AttentionMetadata]:
-        """Input ids, positions and metadata on the device (from pinned memory on CUDA)."""
-        pin = self.cuda
-        width = max(len(t) for t in batch.block_tables)
-        tables = [t + [0] * (width - len(t)) for t in batch.block_tables]
-
-        def up(values: list[Any], dtype: torch.dtype) -> torch.Tensor:
-            host = torch.tensor(values, dtype=dtype)
-            return host.pin_memory().to(self.device, non_blocking=True) if pin else host
-
-        meta = AttentionMetadata(
-            up(batch.query_start_loc, torch.int32),
-            up(batch.seq_lens, torch.int32),
-            up(tables, torch.int32),
-            up(batch.slot_mapping, torch.int64),
-            max(b - a for a, b in zip(batch.query_start_loc[:-1], batch.query_start_loc[1:], strict=True)),
-            max(batch.seq_lens),
-        )
-        return up(batch.input_ids, torch.int64), up(batch.positions, torch.int64), meta
-
-    def _fill_placeholders(self, input_ids: torch.Tensor, batch: HostBatch) -> None:
+    def _fill_placeholders(self, inputs: StepInputs, staged: StagedStep) -> None:
         """Copy previous steps' sampled tokens into the rows that feed on them, on the device."""
-        by_source: dict[int, tuple[Any, list[int], list[int]]] = {}
-        for row, pending in batch.fills:
-            src = by_source.setdefault(id(pending.handle), (pending.handle, [], []))
-            src[1].append(row)
-            src[2].append(pending.row)
-        for source, dst, rows in by_source.values():
-            if dst == rows and dst == list(range(len(dst))):
-                # The batch is unchanged: one slice copy, as vLLM's common case.
-                input_ids[: len(dst)].copy_(source.sampled[: len(dst)], non_blocking=True)
+        for fill in staged.fills:
+            sampled = fill.handle.sampled
+            if fill.identity:  # the batch is unchanged: one slice copy, as vLLM's common case
+                inputs.input_ids[: fill.count].copy_(sampled[: fill.count], non_blocking=True)
                 self.num_fill_slices += 1
                 continue
-            index = torch.tensor(rows, dtype=torch.int64)
-            target = torch.tensor(dst, dtype=torch.int64)
-            if self.cuda:
-                index = index.pin_memory().to(self.device, non_blocking=True)
-                target = target.pin_memory().to(self.device, non_blocking=True)
-            input_ids.scatter_(0, target, source.sampled.index_select(0, index))
+            dst = inputs.fill_dst[fill.offset : fill.offset + fill.count]
+            src = inputs.fill_src[fill.offset : fill.offset + fill.count]
+            inputs.input_ids.scatter_(0, dst, sampled.index_select(0, src))
             self.num_fill_scatters += 1
 
     @torch.inference_mode()
     def _forward_and_sample(self, handle: StepHandle) -> torch.Tensor:
         """Upload, fill placeholders, run the model and sample: every op on the current stream."""
-        batch = handle.batch
-        input_ids, positions, meta = self._upload(batch)
-        self._fill_placeholders(input_ids, batch)
-        hidden = self.model(input_ids, positions, self.cache.layers, meta, self.ops)
-        rows = torch.tensor(batch.sample_rows, dtype=torch.int64)
-        if self.cuda:
-            rows = rows.pin_memory().to(self.device, non_blocking=True)
-        logits = self.model.compute_logits(hidden.index_select(0, rows))
+        batch, staged = handle.batch, handle.staged
+        inputs = self.buffers.upload(staged)
+        if self.cuda:  # the host slot may be rewritten once these transfers are done
+            copied = torch.cuda.Event()
+            copied.record()
+            self.buffers.hold(staged, copied)
+        self._fill_placeholders(inputs, staged)
+        hidden = self.model(inputs.input_ids, inputs.positions, self.cache.layers, inputs.meta, self.ops)
+        logits = self.model.compute_logits(hidden.index_select(0, inputs.sample_rows))
         return sample(logits, batch.sample_req_ids, batch.sample_positions, self.config.sampling)
 
     def _run_cpu(self, handle: StepHandle) -> None:

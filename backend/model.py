@@ -7,10 +7,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import ModelConfig
+from .dtypes import DTYPES
 from .kernels import AttentionMetadata, Ops
 from .kernels.reference import rotary_cos_sin
-
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
 class DecoderLayer(nn.Module):

@@ -12,15 +12,29 @@ class AttentionMetadata:
     """Where each sequence's query tokens sit in the flat batch and where its KV pages live.
 
     Sequence i owns query rows query_start_loc[i]:query_start_loc[i+1]; its KV covers positions
-    0..seq_lens[i]-1 (cached context first, then the new tokens) through block_tables[i].
+    0..seq_lens[i]-1 (cached context first, then the new tokens) through block_tables[i]. The
+    tensors live where the kernels run; the ints are host figures that size the launches.
     """
 
     query_start_loc: torch.Tensor  # [num_seqs + 1] int32
     seq_lens: torch.Tensor  # [num_seqs] int32
-    block_tables: torch.Tensor  # [num_seqs, max_blocks] int32, padded with 0 (the null block)
+    block_tables: torch.Tensor  # [num_seqs, >= max_blocks] int32 (row stride may exceed the width), 0-padded
     slot_mapping: torch.Tensor  # [num_tokens] int64, -1 = do not store
     max_query_len: int
     max_seq_len: int
+    num_decodes: int = -1  # sequences with exactly one query token; -1 = not counted (both kernels run)
+
+    def __post_init__(self) -> None:
+        """Reject counts that cannot describe this batch (they size the kernels' grids)."""
+        if self.max_query_len < 0 or self.max_seq_len < 0:
+            raise ValueError(
+                f"AttentionMetadata: max_query_len {self.max_query_len} and max_seq_len "
+                f"{self.max_seq_len} must be >= 0"
+            )
+        if not -1 <= self.num_decodes <= self.num_seqs:
+            raise ValueError(
+                f"AttentionMetadata.num_decodes must be -1 or 0..{self.num_seqs}, got {self.num_decodes}"
+            )
 
     @property
     def num_seqs(self) -> int:
@@ -36,7 +50,34 @@ class AttentionMetadata:
             self.slot_mapping.to(device, non_blocking=non_blocking),
             self.max_query_len,
             self.max_seq_len,
+            self.num_decodes,
         )
+
+    @property
+    def device(self) -> torch.device:
+        """Where the metadata tensors live (all four, see `check_devices`)."""
+        return self.query_start_loc.device
+
+
+def check_devices(op: str, where: torch.Tensor, **tensors: torch.Tensor) -> None:
+    """Raise unless every tensor lives on `where`'s device: a host pointer handed to a CUDA kernel
+    fails deep inside Triton ("cannot be accessed from Triton (cpu tensor?)") or reads garbage."""
+    for name, tensor in tensors.items():
+        if tensor.device != where.device:
+            raise ValueError(
+                f"{op}: {name} is on {tensor.device} but the data is on {where.device}; "
+                "move it first (AttentionMetadata.to(device))"
+            )
+
+
+def metadata_tensors(meta: AttentionMetadata) -> dict[str, torch.Tensor]:
+    """The metadata's tensors by name, for `check_devices`."""
+    return {
+        "query_start_loc": meta.query_start_loc,
+        "seq_lens": meta.seq_lens,
+        "block_tables": meta.block_tables,
+        "slot_mapping": meta.slot_mapping,
+    }
 
 
 def check_block_tables(

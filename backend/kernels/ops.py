@@ -65,6 +65,7 @@ class TritonOps:
     def __init__(self) -> None:
         self._attn = importlib.import_module(f"{__package__}.triton_attention")
         self._elem = importlib.import_module(f"{__package__}.triton_elementwise")
+        self.tuning = self._attn.DEFAULT_TUNING  # attention block shapes and split rule
 
     def rms_norm(
         self, x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.Tensor | None = None
@@ -105,7 +106,13 @@ class TritonOps:
     ) -> torch.Tensor:
         """Mixed-batch paged attention kernel; block tables are checked when on the host."""
         return self._attn.paged_attention(
-            q, key_cache, value_cache, meta, scale, validate=meta.block_tables.device.type == "cpu"
+            q,
+            key_cache,
+            value_cache,
+            meta,
+            scale,
+            validate=meta.block_tables.device.type == "cpu",
+            tuning=self.tuning,
         )
 
 

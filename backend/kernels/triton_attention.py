@@ -1,112 +1,213 @@
-"""Paged attention for mixed batches in one Triton kernel: prefill chunks over cached context and
-decodes, grouped-query heads, online softmax over KV tiles gathered through the block table.
+"""Paged attention for mixed batches: the launch plan (decode kernel with split KV for single-token
+queries, prefill kernel over a flat q-block grid for longer ones) and the checked entry point.
 
-One program serves one KV head of one sequence: its tile rows are (token, query head of the group)
-pairs, so every K/V tile is loaded once for the whole group and a decode fills `group` rows of the
-tile instead of one (vLLM's unified attention packs GQA the same way)."""
+Every integer that changes from step to step (sequence count, split count, block-table stride) is
+a runtime argument Triton does not specialise on, so a run compiles each kernel once per dtype and
+model shape, in warmup, never inside a timed step."""
 
 from __future__ import annotations
 
 import torch
 import triton
-import triton.language as tl
 
-from .metadata import AttentionMetadata, check_block_tables
+from .attention_tuning import (
+    LOG2E,
+    AttentionTuning,
+    block_d,
+    decode_params,
+    num_splits,
+    prefill_params,
+    sm_count,
+)
+from .launch import Launch, run_all
+from .metadata import AttentionMetadata, check_block_tables, check_devices, metadata_tensors
+from .triton_decode_attention import combine_splits_kernel, decode_attention_kernel
+from .triton_prefill_attention import prefill_attention_kernel
 
-
-@triton.jit
-def _online_softmax_tile(q, k, v, q_pos, k_pos, k_ok, m_i, l_i, acc, scale, IEEE: tl.constexpr):
-    """Fold one KV tile into the running max, sum and output (causal mask by position)."""
-    if IEEE:
-        s = tl.dot(q, tl.trans(k), input_precision="ieee")
-    else:
-        s = tl.dot(q, tl.trans(k))
-    s = tl.where((k_pos[None, :] <= q_pos[:, None]) & k_ok[None, :], s * scale, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(s, 1))
-    alpha = tl.exp(m_i - m_new)
-    p = tl.exp(s - m_new[:, None])
-    l_i = l_i * alpha + tl.sum(p, 1)
-    if IEEE:
-        acc = acc * alpha[:, None] + tl.dot(p, v, input_precision="ieee")
-    else:
-        acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-    return m_new, l_i, acc
+DEFAULT_TUNING = AttentionTuning()
 
 
-@triton.jit
-def _paged_attention_kernel(
-    Q,
-    K_cache,
-    V_cache,
-    Out,
-    block_tables,
-    query_start_loc,
-    seq_lens,
-    scale,
-    stride_qt,
-    stride_qh,
-    stride_ot,
-    stride_oh,
-    stride_kb,
-    stride_ks,
-    stride_kh,
-    stride_bt,
-    QUERIES_PER_KV: tl.constexpr,
-    PAGE_SIZE: tl.constexpr,
-    HEAD_DIM: tl.constexpr,
-    BLOCK_M: tl.constexpr,
-    BLOCK_N: tl.constexpr,
-    BLOCK_D: tl.constexpr,
-    UPCAST: tl.constexpr,
-    IEEE: tl.constexpr,
-):
-    """One program: BLOCK_M (token, query head) rows of one sequence and one KV head."""
-    seq = tl.program_id(0)
-    kv_head = tl.program_id(1)
-    tile = tl.program_id(2)
-    q_start = tl.load(query_start_loc + seq)
-    q_len = tl.load(query_start_loc + seq + 1) - q_start
-    if tile * BLOCK_M < q_len * QUERIES_PER_KV:
-        seq_len = tl.load(seq_lens + seq)
-        context = seq_len - q_len
-        offs_r = tile * BLOCK_M + tl.arange(0, BLOCK_M)
-        tok = offs_r // QUERIES_PER_KV
-        head = kv_head * QUERIES_PER_KV + offs_r % QUERIES_PER_KV
-        offs_d = tl.arange(0, BLOCK_D)
-        m_ok = tok < q_len
-        d_ok = offs_d < HEAD_DIM
-        q_off = (q_start + tok)[:, None] * stride_qt + head[:, None] * stride_qh + offs_d[None, :]
-        q = tl.load(Q + q_off, mask=m_ok[:, None] & d_ok[None, :], other=0.0)
-        if UPCAST:
-            q = q.to(tl.float32)
-        q_pos = context + tok
-        m_i = tl.full([BLOCK_M], float("-inf"), tl.float32)
-        l_i = tl.zeros([BLOCK_M], tl.float32)
-        acc = tl.zeros([BLOCK_M, BLOCK_D], tl.float32)
-        # Keys past the tile's last token are masked anyway: stop there (causal).
-        last_tok = ((tile + 1) * BLOCK_M - 1) // QUERIES_PER_KV
-        kv_end = tl.minimum(seq_len, context + last_tok + 1)
-        for start in range(0, kv_end, BLOCK_N):
-            k_pos = start + tl.arange(0, BLOCK_N)
-            k_ok = k_pos < kv_end
-            page = tl.load(block_tables + seq * stride_bt + k_pos // PAGE_SIZE, mask=k_ok, other=0)
-            page = page.to(tl.int64)  # page * stride_kb overflows int32 in large caches
-            kv_off = page * stride_kb + (k_pos % PAGE_SIZE) * stride_ks + kv_head * stride_kh
-            kv_mask = k_ok[:, None] & d_ok[None, :]
-            k = tl.load(K_cache + kv_off[:, None] + offs_d[None, :], mask=kv_mask, other=0.0)
-            v = tl.load(V_cache + kv_off[:, None] + offs_d[None, :], mask=kv_mask, other=0.0)
-            if UPCAST:
-                k = k.to(tl.float32)
-                v = v.to(tl.float32)
-            m_i, l_i, acc = _online_softmax_tile(q, k, v, q_pos, k_pos, k_ok, m_i, l_i, acc, scale, IEEE)
-        out = acc / l_i[:, None]
-        o_off = (q_start + tok)[:, None] * stride_ot + head[:, None] * stride_oh + offs_d[None, :]
-        tl.store(Out + o_off, out.to(Out.dtype.element_ty), mask=m_ok[:, None] & d_ok[None, :])
-
-
-def _interpreting() -> bool:
+def interpreting() -> bool:
     """True when kernels run in Triton's CPU interpreter (which multiplies bf16 wrongly in tl.dot)."""
-    return triton.knobs.runtime.interpret if hasattr(triton, "knobs") else False
+    return bool(triton.knobs.runtime.interpret) if hasattr(triton, "knobs") else False
+
+
+def _flags(q: torch.Tensor) -> dict[str, bool]:
+    """UPCAST (bf16 in the interpreter) and EXACT (fp32 inputs: 3xTF32 products, not one TF32)."""
+    return {"UPCAST": q.dtype == torch.bfloat16 and interpreting(), "EXACT": q.dtype == torch.float32}
+
+
+def _counted_decodes(meta: AttentionMetadata) -> int:
+    """Single-token sequences: the host count, all of them when no query is longer, else unknown (-1)."""
+    if meta.max_query_len <= 1:
+        return meta.num_seqs
+    return meta.num_decodes
+
+
+def plan_decode(
+    q: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    out: torch.Tensor,
+    meta: AttentionMetadata,
+    scale: float,
+    tuning: AttentionTuning,
+    num_decodes: int,
+) -> list[Launch]:
+    """The decode launch, plus the combine launch when the KV is split."""
+    _, page, kv_heads, head_dim = key_cache.shape
+    heads, group, bd = q.shape[1], q.shape[1] // kv_heads, block_d(head_dim)
+    params = decode_params(tuning, head_dim, group, q.dtype)
+    splits = num_splits(
+        tuning,
+        num_decodes if num_decodes >= 0 else meta.num_seqs,
+        kv_heads,
+        meta.max_seq_len,
+        sm_count(tuning, q.device),
+    )
+    rows = meta.num_seqs * heads * splits if splits > 1 else 1
+    part_out = torch.empty(rows * bd, dtype=torch.float32, device=q.device)
+    part_lse = torch.empty(rows, dtype=torch.float32, device=q.device)
+    bt = meta.block_tables
+    decode = Launch(
+        decode_attention_kernel,
+        (meta.num_seqs, kv_heads, splits),
+        (
+            q,
+            key_cache,
+            value_cache,
+            out,
+            part_out,
+            part_lse,
+            bt,
+            meta.query_start_loc,
+            meta.seq_lens,
+            scale * LOG2E,
+            splits,
+            q.stride(0),
+            q.stride(1),
+            out.stride(0),
+            out.stride(1),
+            key_cache.stride(0),
+            key_cache.stride(1),
+            key_cache.stride(2),
+            bt.stride(0),
+        ),
+        {
+            "NUM_HEADS": heads,
+            "QUERIES_PER_KV": group,
+            "PAGE_SIZE": page,
+            "HEAD_DIM": head_dim,
+            "BLOCK_M": params["BLOCK_M"],
+            "BLOCK_N": params["BLOCK_N"],
+            "BLOCK_D": bd,
+            **_flags(q),
+            "num_warps": params["num_warps"],
+            "num_stages": params["num_stages"],
+        },
+    )
+    if splits == 1:
+        return [decode]
+    combine = Launch(
+        combine_splits_kernel,
+        (meta.num_seqs, heads),
+        (out, part_out, part_lse, meta.query_start_loc, splits, out.stride(0), out.stride(1)),
+        {
+            "NUM_HEADS": heads,
+            "HEAD_DIM": head_dim,
+            "BLOCK_D": bd,
+            "BLOCK_S": triton.next_power_of_2(tuning.max_splits),
+            "num_warps": 4,
+        },
+    )
+    return [decode, combine]
+
+
+def plan_prefill(
+    q: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    out: torch.Tensor,
+    meta: AttentionMetadata,
+    scale: float,
+    tuning: AttentionTuning,
+) -> Launch:
+    """The prefill launch over the flat q-block grid (num_tokens // BLOCK_Q + num_seqs programs)."""
+    _, page, kv_heads, head_dim = key_cache.shape
+    group = q.shape[1] // kv_heads
+    params = prefill_params(tuning, head_dim, group, q.dtype)
+    bt = meta.block_tables
+    grid = (q.shape[0] // params["BLOCK_Q"] + meta.num_seqs, kv_heads)
+    return Launch(
+        prefill_attention_kernel,
+        grid,
+        (
+            q,
+            key_cache,
+            value_cache,
+            out,
+            bt,
+            meta.query_start_loc,
+            meta.seq_lens,
+            scale * LOG2E,
+            meta.num_seqs,
+            q.stride(0),
+            q.stride(1),
+            out.stride(0),
+            out.stride(1),
+            key_cache.stride(0),
+            key_cache.stride(1),
+            key_cache.stride(2),
+            bt.stride(0),
+        ),
+        {
+            "QUERIES_PER_KV": group,
+            "PAGE_SIZE": page,
+            "HEAD_DIM": head_dim,
+            "BLOCK_M": params["BLOCK_M"],
+            "BLOCK_Q": params["BLOCK_Q"],
+            "BLOCK_N": params["BLOCK_N"],
+            "BLOCK_D": block_d(head_dim),
+            **_flags(q),
+            "num_warps": params["num_warps"],
+            "num_stages": params["num_stages"],
+        },
+    )
+
+
+def plan_paged_attention(
+    q: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    meta: AttentionMetadata,
+    scale: float,
+    out: torch.Tensor,
+    tuning: AttentionTuning = DEFAULT_TUNING,
+) -> list[Launch]:
+    """The launches that write attention for every query row of `meta` into `out` (nothing checked)."""
+    num_decodes = _counted_decodes(meta)
+    launches: list[Launch] = []
+    if num_decodes != 0 and meta.num_seqs:
+        launches += plan_decode(q, key_cache, value_cache, out, meta, scale, tuning, num_decodes)
+    if meta.max_query_len > 1 and num_decodes != meta.num_seqs:
+        launches.append(plan_prefill(q, key_cache, value_cache, out, meta, scale, tuning))
+    return launches
+
+
+def check_attention_inputs(
+    q: torch.Tensor, key_cache: torch.Tensor, value_cache: torch.Tensor, meta: AttentionMetadata
+) -> None:
+    """Raise on shapes, strides or devices the kernels cannot take."""
+    _, _, num_kv_heads, head_dim = key_cache.shape
+    if value_cache.shape != key_cache.shape or value_cache.stride() != key_cache.stride():
+        raise ValueError("paged_attention: key and value caches must share shape and strides")
+    if q.dim() != 3 or q.shape[-1] != head_dim or q.shape[1] % num_kv_heads or key_cache.stride(-1) != 1:
+        raise ValueError(f"paged_attention: q {tuple(q.shape)} does not fit cache {tuple(key_cache.shape)}")
+    if meta.block_tables.dim() != 2 or meta.block_tables.stride(-1) != 1:
+        raise ValueError("paged_attention: block_tables must be 2-D with contiguous rows")
+    check_devices(
+        "paged_attention", q, key_cache=key_cache, value_cache=value_cache, **metadata_tensors(meta)
+    )
 
 
 def paged_attention(
@@ -116,46 +217,14 @@ def paged_attention(
     meta: AttentionMetadata,
     scale: float,
     validate: bool = True,
+    tuning: AttentionTuning = DEFAULT_TUNING,
 ) -> torch.Tensor:
     """Triton paged attention over a mixed batch; q [T, Hq, D], caches [blocks, page, Hk, D]."""
-    num_blocks, page, num_kv_heads, head_dim = key_cache.shape
-    if value_cache.shape != key_cache.shape or value_cache.stride() != key_cache.stride():
-        raise ValueError("paged_attention: key and value caches must share shape and strides")
-    if q.shape[-1] != head_dim or q.shape[1] % num_kv_heads or key_cache.stride(-1) != 1:
-        raise ValueError(f"paged_attention: q {tuple(q.shape)} does not fit cache {tuple(key_cache.shape)}")
+    check_attention_inputs(q, key_cache, value_cache, meta)
     if validate:
-        check_block_tables(meta.block_tables, meta.seq_lens, num_blocks, page)
+        check_block_tables(meta.block_tables, meta.seq_lens, key_cache.shape[0], key_cache.shape[1])
     q = q if q.stride(-1) == 1 else q.contiguous()
     out = torch.empty_like(q)
-    block_m = 16
-    block_n = max(16, triton.next_power_of_2(page)) if page <= 64 else 64
-    group = q.shape[1] // num_kv_heads
-    grid = (meta.num_seqs, num_kv_heads, triton.cdiv(max(meta.max_query_len, 1) * group, block_m))
-    upcast = q.dtype == torch.bfloat16 and _interpreting()
-    _paged_attention_kernel[grid](
-        q,
-        key_cache,
-        value_cache,
-        out,
-        meta.block_tables,
-        meta.query_start_loc,
-        meta.seq_lens,
-        scale,
-        q.stride(0),
-        q.stride(1),
-        out.stride(0),
-        out.stride(1),
-        key_cache.stride(0),
-        key_cache.stride(1),
-        key_cache.stride(2),
-        meta.block_tables.stride(0),
-        QUERIES_PER_KV=group,
-        PAGE_SIZE=page,
-        HEAD_DIM=head_dim,
-        BLOCK_M=block_m,
-        BLOCK_N=block_n,
-        BLOCK_D=max(16, triton.next_power_of_2(head_dim)),
-        UPCAST=upcast,
-        IEEE=q.dtype == torch.float32,
-    )
+    if q.shape[0]:
+        run_all(plan_paged_attention(q, key_cache, value_cache, meta, scale, out, tuning))
     return out

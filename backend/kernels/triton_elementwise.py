@@ -6,11 +6,12 @@ import torch
 import triton
 import triton.language as tl
 
-from .metadata import check_slot_mapping
+from .launch import Launch
+from .metadata import check_devices, check_slot_mapping
 
 
 @triton.jit
-def _store_kv_kernel(
+def store_kv_kernel(
     K, V, K_cache, V_cache, slot_mapping, stride_kt, stride_vt, ROW: tl.constexpr, BLOCK: tl.constexpr
 ):
     """One program per token: copy its [Hk * D] key and value row into the slot's cache row."""
@@ -42,28 +43,36 @@ def store_kv(
             f"store_kv: key {tuple(key.shape)} / slots {slot_mapping.numel()} do not fit "
             f"cache {tuple(key_cache.shape)}"
         )
+    check_devices(
+        "store_kv", key, value=value, key_cache=key_cache, value_cache=value_cache, slot_mapping=slot_mapping
+    )
     if validate:
         check_slot_mapping(slot_mapping, num_blocks, page)
     key = key if key[0].is_contiguous() else key.contiguous()
     value = value if value[0].is_contiguous() else value.contiguous()
-    if key.shape[0] == 0:
-        return
-    row = heads * dim
-    _store_kv_kernel[(key.shape[0],)](
-        key,
-        value,
-        key_cache,
-        value_cache,
-        slot_mapping,
-        key.stride(0),
-        value.stride(0),
-        ROW=row,
-        BLOCK=triton.next_power_of_2(row),
+    if key.shape[0]:
+        plan_store_kv(key, value, key_cache, value_cache, slot_mapping).run()
+
+
+def plan_store_kv(
+    key: torch.Tensor,
+    value: torch.Tensor,
+    key_cache: torch.Tensor,
+    value_cache: torch.Tensor,
+    slot_mapping: torch.Tensor,
+) -> Launch:
+    """One program per token (rows whose heads are contiguous)."""
+    row = key_cache.shape[2] * key_cache.shape[3]
+    return Launch(
+        store_kv_kernel,
+        (key.shape[0],),
+        (key, value, key_cache, value_cache, slot_mapping, key.stride(0), value.stride(0)),
+        {"ROW": row, "BLOCK": triton.next_power_of_2(row)},
     )
 
 
 @triton.jit
-def _rms_norm_kernel(
+def rms_norm_kernel(
     X,
     R,
     W,
@@ -97,25 +106,37 @@ def rms_norm(
     rows, hidden = x.shape
     if weight.shape != (hidden,) or (residual is not None and residual.shape != x.shape):
         raise ValueError(f"rms_norm: x {tuple(x.shape)}, weight {tuple(weight.shape)} mismatch")
+    check_devices("rms_norm", x, weight=weight, **({} if residual is None else {"residual": residual}))
     x = x if x.stride(-1) == 1 else x.contiguous()
     res = x if residual is None else (residual if residual.stride(-1) == 1 else residual.contiguous())
     out, res_out = torch.empty_like(x), torch.empty_like(x)
     if rows:
-        _rms_norm_kernel[(rows,)](
-            x,
-            res,
-            weight,
-            out,
-            res_out,
-            eps,
-            x.stride(0),
-            res.stride(0),
-            out.stride(0),
-            HIDDEN=hidden,
-            BLOCK=triton.next_power_of_2(hidden),
-            HAS_RESIDUAL=residual is not None,
-        )
+        plan_rms_norm(x, weight, eps, res, residual is not None, out, res_out).run()
     return out, res_out
+
+
+def plan_rms_norm(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    res: torch.Tensor,
+    has_residual: bool,
+    out: torch.Tensor,
+    res_out: torch.Tensor,
+) -> Launch:
+    """One program per row."""
+    hidden = x.shape[1]
+    return Launch(
+        rms_norm_kernel,
+        (x.shape[0],),
+        (x, res, weight, out, res_out, eps, x.stride(0), res.stride(0), out.stride(0)),
+        {
+            "HIDDEN": hidden,
+            "BLOCK": triton.next_power_of_2(hidden),
+            "HAS_RESIDUAL": has_residual,
+            "num_warps": 4 if hidden <= 4096 else 8,
+        },
+    )
 
 
 @triton.jit
@@ -143,7 +164,7 @@ def _rotate_heads(
 
 
 @triton.jit
-def _rotary_kernel(
+def rotary_kernel(
     positions,
     Q,
     K,
@@ -182,30 +203,33 @@ def rotary(
         )
     if q.stride(-1) != 1 or k.stride(-1) != 1 or not cos_sin.is_contiguous():
         raise ValueError("rotary: the head dimension of q, k and cos_sin must be contiguous")
+    check_devices("rotary", q, k=k, positions=positions, cos_sin=cos_sin)
     if tokens and positions.device.type == "cpu" and int(positions.max()) >= cos_sin.shape[0]:
         raise ValueError(f"rotary: position {int(positions.max())} >= table size {cos_sin.shape[0]}")
     if tokens:
-        _rotary_kernel[(tokens,)](
-            positions,
-            q,
-            k,
-            cos_sin,
-            q.stride(0),
-            q.stride(1),
-            k.stride(0),
-            k.stride(1),
-            cos_sin.stride(0),
-            HQ=hq,
-            HK=k.shape[1],
-            HALF=dim // 2,
-            BLOCK_H=triton.next_power_of_2(max(hq, k.shape[1])),
-            BLOCK_HALF=triton.next_power_of_2(dim // 2),
-        )
+        plan_rotary(positions, q, k, cos_sin).run()
     return q, k
 
 
+def plan_rotary(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos_sin: torch.Tensor) -> Launch:
+    """One program per token, every q and k head."""
+    hq, hk, dim = q.shape[1], k.shape[1], q.shape[2]
+    return Launch(
+        rotary_kernel,
+        (q.shape[0],),
+        (positions, q, k, cos_sin, q.stride(0), q.stride(1), k.stride(0), k.stride(1), cos_sin.stride(0)),
+        {
+            "HQ": hq,
+            "HK": hk,
+            "HALF": dim // 2,
+            "BLOCK_H": triton.next_power_of_2(max(hq, hk)),
+            "BLOCK_HALF": triton.next_power_of_2(dim // 2),
+        },
+    )
+
+
 @triton.jit
-def _silu_and_mul_kernel(X, Out, stride_x, stride_o, INTER: tl.constexpr, BLOCK: tl.constexpr):
+def silu_and_mul_kernel(X, Out, stride_x, stride_o, INTER: tl.constexpr, BLOCK: tl.constexpr):
     """Program (row, chunk): out = silu(gate) * up over BLOCK columns."""
     row = tl.program_id(0)
     offs = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
@@ -222,11 +246,19 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     if width % 2:
         raise ValueError(f"silu_and_mul: last dimension must be even, got {width}")
     x = x if x.stride(-1) == 1 else x.contiguous()
-    inter = width // 2
-    out = torch.empty(rows, inter, dtype=x.dtype, device=x.device)
-    block = min(1024, triton.next_power_of_2(inter))
+    out = torch.empty(rows, width // 2, dtype=x.dtype, device=x.device)
     if rows:
-        _silu_and_mul_kernel[(rows, triton.cdiv(inter, block))](
-            x, out, x.stride(0), out.stride(0), INTER=inter, BLOCK=block
-        )
+        plan_silu_and_mul(x, out).run()
     return out
+
+
+def plan_silu_and_mul(x: torch.Tensor, out: torch.Tensor) -> Launch:
+    """Programs (row, chunk of up to 1024 columns)."""
+    inter = out.shape[1]
+    block = min(1024, triton.next_power_of_2(inter))
+    return Launch(
+        silu_and_mul_kernel,
+        (x.shape[0], triton.cdiv(inter, block)),
+        (x, out, x.stride(0), out.stride(0)),
+        {"INTER": inter, "BLOCK": block},
+    )

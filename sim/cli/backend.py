@@ -31,6 +31,12 @@ def add_backend_arguments(parser: argparse.ArgumentParser, with_switch: bool = T
     )
     g.add_argument("--real-device", choices=("auto", "cpu", "cuda"), default="auto")
     g.add_argument(
+        "--real-dtype",
+        choices=("fp32", "bf16", "fp16"),
+        default=None,
+        help="model and KV-cache dtype (default: bf16 on CUDA, fp32 on a CPU)",
+    )
+    g.add_argument(
         "--real-worker-thread",
         action="store_true",
         help="CPU: run the model on a worker thread so scheduling overlaps it",
@@ -46,4 +52,5 @@ def backend_options(args: argparse.Namespace) -> dict[str, Any]:
         "device": args.real_device,
         "cpu_worker_thread": args.real_worker_thread,
         "seed": args.real_seed,
+        "dtype": args.real_dtype,
     }

@@ -18,7 +18,9 @@ PROMPT_B = [11, 42, 7, 99, 61, 5]  # shares A's first block
 @pytest.fixture(scope="module")
 def executor_factory():
     """Fresh executors over one shared model (its dense forward is the reference)."""
-    base = RealExecutor.from_config(ExecutorConfig(model="tiny", block_size=BS, num_blocks=32, seed=5))
+    base = RealExecutor.from_config(
+        ExecutorConfig(model="tiny", block_size=BS, num_blocks=32, seed=5, dtype="fp32")
+    )  # exact greedy equality: fp32 on CUDA too
 
     def make() -> RealExecutor:
         return RealExecutor(base.model, base.config)

@@ -134,6 +134,22 @@ def test_triton_pointwise_kernels_match_references(dtype, tol):
 
 
 @needs_triton
+def test_kernels_refuse_inputs_on_another_device_before_launch():
+    """Host metadata handed to kernels whose data lives elsewhere fails clearly, before Triton sees it
+    (on CUDA, a host pointer fails inside the launcher: "cannot be accessed from Triton")."""
+    ops = get_ops("triton")
+    meta = make_batch([(0, 3), (5, 1)], page=4, num_blocks=8)  # on the host
+    q, kc = torch.zeros(4, 4, 16, device="meta"), torch.zeros(8, 4, 2, 16, device="meta")
+    key = torch.zeros(4, 2, 16, device="meta")
+    with pytest.raises(ValueError, match="paged_attention: query_start_loc is on cpu but the data is on me"):
+        ops.paged_attention(q, kc, kc.clone(), meta, 0.25)
+    with pytest.raises(ValueError, match="store_kv: slot_mapping is on cpu but the data is on meta"):
+        ops.store_kv(key, key.clone(), kc, kc.clone(), meta.slot_mapping)
+    with pytest.raises(ValueError, match="rotary: positions is on cpu"):
+        ops.rotary(torch.arange(4), q, key, torch.zeros(64, 16, device="meta"))
+
+
+@needs_triton
 def test_triton_store_kv_by_slot_mapping():
     ops = get_ops("triton")
     meta = make_batch([(0, 5), (7, 3)], page=4, num_blocks=10)
@@ -141,7 +157,7 @@ def test_triton_store_kv_by_slot_mapping():
     key, value = torch.randn(8, 2, 8), torch.randn(8, 2, 8)
     caches = [torch.zeros(10, 4, 2, 8) for _ in range(4)]
     dev_caches = [c.to(DEV) for c in caches[:2]]
-    ops.store_kv(key.to(DEV), value.to(DEV), dev_caches[0], dev_caches[1], meta.slot_mapping)
+    ops.store_kv(key.to(DEV), value.to(DEV), dev_caches[0], dev_caches[1], meta.slot_mapping.to(DEV))
     caches[:2] = [c.cpu() for c in dev_caches]
     ref.store_kv_ref(key, value, caches[2], caches[3], meta.slot_mapping)
     assert torch.equal(caches[0], caches[2]) and torch.equal(caches[1], caches[3])

@@ -42,7 +42,9 @@ def test_real_run_fills_the_simulator_tables(policy, kw):
     ran = steps[steps.num_prefill_tokens + steps.num_decode_tokens > 0]
     assert (ran.end >= ran.start).all() and (ran.gpu_time > 0).all()
     assert set(tl.kind) >= {"schedule", "prepare_inputs", "update_from_output", "forward"}
-    assert result.summary["backend"] == "real" and "model on cpu" in result.summary["backend_description"]
+    device, dtype = ("cuda", "bfloat16") if torch.cuda.is_available() else ("cpu", "float32")
+    described = result.summary["backend_description"]
+    assert result.summary["backend"] == "real" and f"model on {device}" in described and dtype in described
 
 
 def test_sync_and_async_engines_produce_identical_tokens():
@@ -51,7 +53,12 @@ def test_sync_and_async_engines_produce_identical_tokens():
         result = run_real(
             config(policy, max_num_batched_tokens=chunk),
             workload(),
-            {"model": "tiny", "seed": 2, "cpu_worker_thread": policy == "vllm-async"},
+            {
+                "model": "tiny",
+                "seed": 2,
+                "dtype": "fp32",  # bf16 on CUDA could round apart
+                "cpu_worker_thread": policy == "vllm-async",
+            },
             warmup=policy == "vllm",
         )
         hashes.append(result.requests.output_hash.tolist())
@@ -97,7 +104,7 @@ def test_backend_flags_become_executor_options():
     import argparse
 
     from schedsim.backend import ExecutorConfig
-    from schedsim.run.real import add_backend_arguments, backend_options
+    from schedsim.cli.backend import add_backend_arguments, backend_options
 
     parser = argparse.ArgumentParser()
     add_backend_arguments(parser)
@@ -105,4 +112,5 @@ def test_backend_flags_become_executor_options():
     assert args.backend == "real"
     cfg = ExecutorConfig(**backend_options(args))
     assert (cfg.model, cfg.ops, cfg.device, cfg.cpu_worker_thread) == ("mini", "torch", "auto", False)
+    assert cfg.dtype is None  # the device decides: bf16 on CUDA, fp32 on a CPU
     assert parser.parse_args([]).backend == "sim"

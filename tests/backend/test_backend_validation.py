@@ -78,7 +78,9 @@ def run(
 @pytest.fixture(scope="module")
 def shared():
     """One random model and its dense greedy outputs for the workload."""
-    ex = RealExecutor.from_config(ExecutorConfig(model="tiny", block_size=BS, num_blocks=64, seed=1))
+    ex = RealExecutor.from_config(
+        ExecutorConfig(model="tiny", block_size=BS, num_blocks=64, seed=1, dtype="fp32")
+    )  # exact greedy equality: fp32 on CUDA too
     ref = {r.request_id: ex.model.greedy_reference(r.prompt_token_ids, r.max_tokens) for r in workload()}
     return ex, ref
 
@@ -86,7 +88,7 @@ def shared():
 def fresh(shared, num_blocks: int = 64, **kw) -> RealExecutor:
     """A new executor (empty KV cache) over the shared model."""
     model = shared[0].model
-    cfg = ExecutorConfig(model="tiny", block_size=BS, num_blocks=num_blocks, seed=1, **kw)
+    cfg = ExecutorConfig(model="tiny", block_size=BS, num_blocks=num_blocks, seed=1, dtype="fp32", **kw)
     return RealExecutor(model, cfg)
 
 
