@@ -12,8 +12,9 @@ $(BIN)/python:
 	$(BIN)/pip install -q --upgrade pip
 
 # Stamps: the (editable) installs run again only when pyproject.toml changes (~8 s saved a run).
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
+$(VENV)/.installed: pyproject.toml examples/spf_policy/pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[dev]'
+	$(BIN)/pip install -q --no-deps -e examples/spf_policy  # the example plugin (docs/writing-a-policy.md)
 	touch $@
 
 $(VENV)/.installed-backend: $(VENV)/.installed
@@ -44,15 +45,18 @@ accel-strict: venv
 run: accel
 	$(BIN)/schedsim run --out runs/default
 
-# The whole suite on the compiled core, then the policies and fast-forward tests in pure Python.
+# The whole suite on the compiled core, then the tests marked pure_python again in pure Python.
 test: venv-backend accel-strict
 	SCHEDSIM_REQUIRE_ACCEL=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests
-	SCHEDSIM_PURE=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests/policies \
-		tests/sim/test_fast_forward.py tests/sim/test_fast_forward_events.py \
-		tests/sim/test_metrics_jumps.py tests/sim/test_metrics_rows.py
+	SCHEDSIM_PURE=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m pure_python tests
 
+# Style, formatting, types and the import layers (.ci/run runs it before the tests).
+LINTED := policies sim traces backend tests bench notebooks examples
 lint: venv
-	$(BIN)/ruff check policies sim traces backend tests bench
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/ruff format --check $(LINTED)
+	SCHEDSIM_PURE=1 $(BIN)/python -m schedsim.accel.build --stage build/layout
+	cd build/layout && PYTHONPATH=. ../../$(BIN)/lint-imports ../../pyproject.toml
 
 bench: accel
 	$(BIN)/python bench/bench_default.py

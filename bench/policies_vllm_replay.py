@@ -14,9 +14,10 @@ import time
 from datetime import datetime
 
 from schedsim.policies import Request, StepResult, make_policy
+from schedsim.traces import shipped_path
 
 STEP_S = 0.03
-TRACE = "/work/shared/traces/azure_llm_2023/AzureLLMInferenceTrace_conv.csv"
+TRACE = str(shipped_path("azure-conv-2023"))  # the shipped copy
 
 
 def load(path: str, limit: int) -> list[tuple[int, int, int]]:

@@ -1,4 +1,17 @@
-"""schedsim.policies: the step interface, the KV block manager and every scheduler policy."""
+"""schedsim.policies: the step interface, the KV block managers and every scheduler policy.
+
+| module / package | owns |
+|------------------|------|
+| `request.py`, `plan.py` | Request (workload item + scheduling state), StepPlan, StepResult, RequestOutput |
+| `interface.py` | Policy and Executor protocols; capabilities (SupportsFastForward, HasRunCounters) |
+| `registry.py` | policy names -> policies; plugins through the `schedsim.policies` entry points |
+| `config.py` | SchedulerConfig, the knobs every policy shares |
+| `kv_cache/` | vLLM's KV block pool and manager with hash-based prefix caching |
+| `fastforward.py` | the policy side of exact fast-forward, shared by the companions |
+| `vllm/`, `trtllm/`, `sglang/`, `baselines/` | one package per scheduler family |
+
+Pure Python: imports nothing of the simulator, no simpy/numpy/pandas/torch.
+"""
 
 # Policy packages register their names on import.
 from . import baselines as baselines  # "orca", "sarathi", "static"
@@ -6,22 +19,21 @@ from . import sglang as sglang  # "sglang-overlap"
 from . import trtllm as trtllm  # "trtllm:<capacity policy>"
 from . import vllm as vllm  # "vllm", "vllm-async"
 from .config import SchedulerConfig
-from .interface import (
-    Executor,
-    FastForwardHooks,
-    HasRunCounters,
-    Policy,
+from .interface import Executor, FastForwardHooks, HasRunCounters, Policy, SupportsFastForward
+from .plan import RequestOutput, StepPlan, StepResult
+from .registry import (
+    ENTRY_POINT_GROUP,
     PolicyInfo,
-    SupportsFastForward,
     get_policy_info,
     list_policies,
+    load_plugins,
     make_policy,
     register_policy,
 )
-from .plan import RequestOutput, StepPlan, StepResult
 from .request import Request, RequestStatus
 
 __all__ = [
+    "ENTRY_POINT_GROUP",
     "Executor",
     "FastForwardHooks",
     "HasRunCounters",
@@ -36,6 +48,7 @@ __all__ = [
     "StepResult",
     "get_policy_info",
     "list_policies",
+    "load_plugins",
     "make_policy",
     "register_policy",
 ]

@@ -1,5 +1,5 @@
-"""The step interface's protocols (Policy, Executor), the optional capabilities a policy may
-declare (exact fast-forward, run counters), and the registry that names policies by plain strings.
+"""The step interface's protocols (Policy, Executor) and the optional capabilities a policy may
+declare (exact fast-forward, run counters); `registry.py` names policies by plain strings.
 
 A new policy needs only `Policy` (or `schedsim.policies.baselines.BasePolicy`). A capability is a
 second protocol: the simulator asks `isinstance(policy, SupportsFastForward)` and, if so, works
@@ -8,9 +8,7 @@ through the companion object the policy hands out, never through the scheduler c
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from .config import SchedulerConfig
@@ -125,56 +123,3 @@ class Executor(Protocol):
 
     def collect(self, handle: Any) -> StepResult:
         """The result of a launched step (blocks in the real world until it is ready)."""
-
-
-@dataclass(frozen=True)
-class PolicyInfo:
-    """A registered policy: its name, one line for `schedsim policies`, its config and factory."""
-
-    name: str
-    description: str
-    config_cls: type[SchedulerConfig]
-    factory: Callable[[Any], Policy]
-
-    def make(self, **options: Any) -> Policy:
-        """Build the policy from keyword options, rejecting unknown ones by name."""
-        known = {f.name for f in dataclasses.fields(self.config_cls)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise ValueError(f"policy {self.name!r}: unknown option(s) {unknown}; known: {sorted(known)}")
-        return self.factory(self.config_cls(**options))
-
-
-_REGISTRY: dict[str, PolicyInfo] = {}
-
-
-def register_policy(
-    name: str, description: str, config_cls: type[SchedulerConfig] = SchedulerConfig
-) -> Callable[[Any], Any]:
-    """Class or factory decorator: `@register_policy("vllm", "...", VllmConfig)`."""
-
-    def deco(factory: Any) -> Any:
-        if name in _REGISTRY:
-            raise ValueError(f"policy {name!r} registered twice")
-        _REGISTRY[name] = PolicyInfo(name, description, config_cls, factory)
-        return factory
-
-    return deco
-
-
-def get_policy_info(name: str) -> PolicyInfo:
-    """Look a policy up by name, listing the known names on a miss."""
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(f"unknown policy {name!r}; known: {sorted(_REGISTRY)}") from None
-
-
-def make_policy(name: str, **options: Any) -> Policy:
-    """Build a registered policy by name."""
-    return get_policy_info(name).make(**options)
-
-
-def list_policies() -> list[PolicyInfo]:
-    """Every registered policy, sorted by name."""
-    return [_REGISTRY[n] for n in sorted(_REGISTRY)]

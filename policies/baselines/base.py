@@ -3,7 +3,8 @@
 A subclass decides only *what* runs each step, in `schedule_into(plan)`, with a small toolkit:
 `prefix_hit(req)` (cached blocks a fresh request would adopt), `allocate(req, n, ...)` (KV for n
 more tokens), `allocate_or_preempt(plan, req, n)` (preempting the newest running request until
-it fits), `preempt(req)` and `add_to_plan(plan, req, n)`. The base owns the request table, the
+it fits), `admit(plan, req, n)` (a waiting request joins the batch), `preempt(req)` and
+`add_to_plan(plan, req, n)`. The base owns the request table, the
 waiting deque and running list, the optimistic `num_computed_tokens` advance at schedule time
 (vLLM's `_update_after_schedule`, with output placeholders when more than one batch is in
 flight), the stop checks applied to sampled tokens, and the KV frees on finish or abort
@@ -155,6 +156,19 @@ class BasePolicy:
         """Record one scheduled request (its context is what was computed before this step)."""
         plan.num_scheduled_tokens[req.request_id] = num_tokens
         plan.context_lens[req.request_id] = req.num_computed_tokens
+
+    def admit(self, plan: StepPlan, req: Request, num_new: int) -> None:
+        """Move a waiting request (new or preempted) into the running batch with num_new tokens
+        (its KV already allocated)."""
+        if self.waiting[0] is req:
+            self.waiting.popleft()
+        else:
+            self.waiting.remove(req)
+        resumed = req.status == RequestStatus.PREEMPTED
+        req.status = RequestStatus.RUNNING
+        self.running.append(req)
+        (plan.resumed_req_ids if resumed else plan.new_req_ids).append(req.request_id)
+        self.add_to_plan(plan, req, num_new)
 
     def _after_schedule(self, plan: StepPlan) -> None:
         """vLLM's _update_after_schedule (+ AsyncScheduler's placeholders when batches overlap)."""

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import SchedulerConfig
-from ..interface import register_policy
 from ..plan import StepPlan
+from ..registry import register_policy
 from ..request import Request, RequestStatus
 from .base import BasePolicy
 from .fastforward import BaselineFastForward
@@ -46,16 +46,6 @@ def reserve_whole(policy: BasePolicy, req: Request, to_completion: bool = True) 
     if not policy.allocate(req, num_new, hit_blocks, hit, lookahead=lookahead):
         return None
     return num_new
-
-
-def admit(policy: BasePolicy, plan: StepPlan, req: Request, num_new: int) -> None:
-    """Move the head of the waiting queue into the running batch."""
-    policy.waiting.popleft()
-    resumed = req.status == RequestStatus.PREEMPTED
-    req.status = RequestStatus.RUNNING
-    policy.running.append(req)
-    (plan.resumed_req_ids if resumed else plan.new_req_ids).append(req.request_id)
-    policy.add_to_plan(plan, req, num_new)
 
 
 @register_policy(
@@ -100,5 +90,5 @@ class OrcaPolicy(BasePolicy):
             num_new = reserve_whole(self, req, self.reserve)
             if num_new is None:
                 break
-            admit(self, plan, req, num_new)
+            self.admit(plan, req, num_new)
             budget -= num_new

@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import SchedulerConfig
-from ..interface import register_policy
 from ..plan import StepPlan
+from ..registry import register_policy
 from ..request import RequestStatus
 from .base import BasePolicy
 from .fastforward import BaselineFastForward
@@ -85,10 +85,5 @@ class SarathiPolicy(BasePolicy):
             num_new = min(req.num_tokens - hit, budget)
             if not self.allocate(req, num_new, hit_blocks, hit):
                 break
-            self.waiting.popleft()
-            resumed = req.status == RequestStatus.PREEMPTED
-            req.status = RequestStatus.RUNNING
-            self.running.append(req)
-            (plan.resumed_req_ids if resumed else plan.new_req_ids).append(req.request_id)
-            self.add_to_plan(plan, req, num_new)
+            self.admit(plan, req, num_new)
             budget -= num_new

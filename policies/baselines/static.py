@@ -12,11 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..config import SchedulerConfig
-from ..interface import register_policy
 from ..plan import StepPlan
+from ..registry import register_policy
 from .base import BasePolicy
 from .fastforward import BaselineFastForward
-from .orca import admit, reserve_whole
+from .orca import reserve_whole
 
 
 @dataclass
@@ -69,5 +69,5 @@ class StaticPolicy(BasePolicy):
             num_new = reserve_whole(self, req)
             if num_new is None:
                 break
-            admit(self, plan, req, num_new)
+            self.admit(plan, req, num_new)
             budget -= num_new

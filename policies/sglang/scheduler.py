@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..baselines.base import BasePolicy
-from ..interface import register_policy
 from ..plan import StepPlan
+from ..registry import register_policy
 from ..request import Request, RequestStatus
 from .adder import AddReqResult, PrefillAdder
 from .config import SGLangConfig

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..interface import register_policy
+from ..registry import register_policy
 from .allocation import BatchAllocator, TrtllmStats
 from .capacity import CapacityResult, CapacityScheduler, CapacitySchedulerPolicy, PeftBudget
 from .chunking import ChunkingPolicy, reuse_adjusted_compute, set_ctx_requests_chunk_size

@@ -12,7 +12,7 @@
 The KV cache manager with prefix caching is `schedsim.policies.kv_cache`.
 """
 
-from ..interface import register_policy
+from ..registry import register_policy
 from .async_scheduler import AsyncScheduler
 from .config import VllmConfig
 from .scheduler import Scheduler

@@ -154,7 +154,9 @@ def add_run_arguments(
         help="TOML file of RunConfig keys; flags given on the command line override it",
     )
     group = parser.add_argument_group("run configuration (RunConfig; every key can also go in --config)")
-    dests = add_dataclass_flags(group, RunConfig, skip=("policy_options",), rename=rename)
+    dests = add_dataclass_flags(
+        group, RunConfig, skip=("policy_options",), rename={"plugins": "--plugin", **(rename or {})}
+    )
     meta = {f.name: f.metadata for f in dataclasses.fields(RunConfig)}.get("policy_options", {})
     group.add_argument(
         "--policy-option",

@@ -6,18 +6,28 @@ import argparse
 from typing import Any
 
 from schedsim.latency import get_gpu_spec, get_model_spec, list_gpu_specs, list_model_specs
-from schedsim.policies import list_policies
+from schedsim.policies import list_policies, load_plugins
 
 
 def add_parsers(sub: Any) -> None:
     """Register the three listings."""
-    sub.add_parser("policies", help="list registered policies").set_defaults(func=cmd_policies)
+    p = sub.add_parser("policies", help="list registered policies (and those of --plugin modules)")
+    p.add_argument(
+        "--plugin",
+        dest="plugins",
+        nargs="*",
+        default=[],
+        metavar="MODULE",
+        help="modules to import first (their import registers policies)",
+    )
+    p.set_defaults(func=cmd_policies)
     sub.add_parser("models", help="list shipped model specs").set_defaults(func=cmd_models)
     sub.add_parser("gpus", help="list shipped GPU specs").set_defaults(func=cmd_gpus)
 
 
 def cmd_policies(args: argparse.Namespace) -> int:
     """One line per registered policy."""
+    load_plugins(args.plugins)
     infos = list_policies()
     width = max((len(i.name) for i in infos), default=0)
     for info in infos:

@@ -1,6 +1,6 @@
 """Conformance: scenarios replayed through our policies with a fake model, printed as step logs in
 the format the engines' own schedulers print (the oracles), so a diff shows where we differ.
 
-`vllm.py`: vLLM 0.33.0's Scheduler / AsyncScheduler contract (`/work/shared/oracle/README.md`
-describes the oracle; the contract is in docs/policies-vllm.md). May import the policies only.
+`vllm.py`: vLLM 0.33.0's Scheduler / AsyncScheduler contract (docs/policies-vllm.md). May import
+the policies only.
 """

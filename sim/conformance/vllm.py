@@ -1,6 +1,6 @@
 """`schedsim conformance SCENARIO.json`: replay a scenario on our vLLM policies with a fake model.
 
-The step log matches the vLLM oracle (`shared/oracle/vllm_oracle.py`) line for line: one JSON line
+The step log matches the vLLM oracle (vLLM 0.33.0's own scheduler, docs/policies-vllm.md) line for line: one JSON line
 per step with the tokens scheduled, the requests preempted by that step's schedule() and the
 requests whose finish the update done during that step reported.
 """

@@ -218,7 +218,7 @@ def fit_attention(profiles: Profiles, base: dict[str, dict]) -> tuple[dict, dict
             )
         ]
     )
-    peak, bw = rl._flops, rl._bw
+    peak, bw = rl.peak_flops, rl.hbm_bandwidth
 
     def predict(p: dict[str, float]) -> np.ndarray:
         return (

@@ -94,8 +94,8 @@ class RooflineModel:
         self.model, self.gpu, self.tp = model, gpu, tp
         self.config = config or RooflineConfig.from_gpu(gpu)
         c = self.config
-        self._flops = gpu.peak_tflops * 1e12
-        self._bw = gpu.hbm_gbps * 1e9
+        self.peak_flops = gpu.peak_tflops * 1e12  # FLOP/s
+        self.hbm_bandwidth = gpu.hbm_gbps * 1e9  # bytes/s
         self._ovh = c.kernel_overhead_us * 1e-6
         self._attn_ovh = c.attn_overhead_us * 1e-6
         d = model.dtype_bytes
@@ -107,8 +107,8 @@ class RooflineModel:
         self._q_byte = 2.0 * self._q * d
         # the decode path's factors as native fields (config and model are frozen dataclasses,
         # read generically by compiled code); the same products the formulas form
-        self._attn_rate = self._flops * c.attn_compute_eff
-        self._attn_bw = self._bw * c.attn_memory_eff
+        self._attn_rate = self.peak_flops * c.attn_compute_eff
+        self._attn_bw = self.hbm_bandwidth * c.attn_memory_eff
         self._layers: int = model.num_layers
         self._dense_cache: dict[int, float] = {}
         self._head_cache: dict[int, float] = {}
@@ -116,7 +116,7 @@ class RooflineModel:
     # ---- operator costs (one layer, one GPU) ---------------------------------------------
     def op(self, flops: float, nbytes: float, compute_eff: float, memory_eff: float) -> float:
         """One kernel: the slower of its compute and memory time, plus its launch."""
-        return max(flops / (self._flops * compute_eff), nbytes / (self._bw * memory_eff)) + self._ovh
+        return max(flops / (self.peak_flops * compute_eff), nbytes / (self.hbm_bandwidth * memory_eff)) + self._ovh
 
     def gemm(self, tokens: int, k: int, n: float) -> float:
         """A [tokens x k] @ [k x n] GEMM with weights read once."""
@@ -126,7 +126,7 @@ class RooflineModel:
     def elementwise(self, nbytes: float, op: str = "") -> float:
         """A memory-bound elementwise kernel (norm, rope, activation, add, cache write)."""
         eff = self.config.op_memory_eff.get(op, self.config.elementwise_memory_eff)
-        return nbytes / (self._bw * eff) + self._ovh
+        return nbytes / (self.hbm_bandwidth * eff) + self._ovh
 
     def op_work(self, tokens: int) -> dict[str, tuple[float, float, bool]]:
         """(FLOPs, bytes, is_gemm) of each token-count-dependent operator of one layer, one GPU."""
@@ -160,8 +160,8 @@ class RooflineModel:
         c = self.config
         if not is_gemm:
             return self.elementwise(nbytes, op)
-        t_c = flops / (self._flops * c.gemm_compute_eff)
-        t_m = nbytes / (self._bw * c.gemm_memory_eff)
+        t_c = flops / (self.peak_flops * c.gemm_compute_eff)
+        t_m = nbytes / (self.hbm_bandwidth * c.gemm_memory_eff)
         p = c.gemm_blend_p
         t = (t_c**p + t_m**p) ** (1.0 / p) if p else max(t_c, t_m)
         return t + c.gemm_overhead_us * 1e-6
@@ -198,7 +198,7 @@ class RooflineModel:
         decodes = shape.decodes
         nd = len(decodes)
         drafts = sum(map(_second, decodes)) if nd else 0
-        return self._prefill_attention(shape.prefills), self._decode_attention(decodes, drafts)
+        return self.prefill_attention(shape.prefills), self.decode_attention(decodes, drafts)
 
     def prefill_attention_work(self, prefills: list[tuple[int, int]]) -> tuple[float, float]:
         """(FLOPs, bytes) of causal attention of prefill chunks over cached context + themselves."""
@@ -219,17 +219,17 @@ class RooflineModel:
             keys, queries = ctx_sum + nd + drafts, nd + drafts
         return pairs * self._attn_flop, keys * self._kv_byte + queries * self._q_byte
 
-    def _prefill_attention(self, prefills: list[tuple[int, int]]) -> float:
+    def prefill_attention(self, prefills: list[tuple[int, int]]) -> float:
         if not prefills:
             return 0.0
         c = self.config
         flops, nbytes = self.prefill_attention_work(prefills)
         return (
-            max(flops / (self._flops * c.attn_compute_eff), nbytes / (self._bw * c.attn_memory_eff))
+            max(flops / (self.peak_flops * c.attn_compute_eff), nbytes / (self.hbm_bandwidth * c.attn_memory_eff))
             + self._attn_ovh
         )
 
-    def _decode_attention(self, decodes: list[tuple[int, int]], drafts: int) -> float:
+    def decode_attention(self, decodes: list[tuple[int, int]], drafts: int) -> float:
         if not decodes:
             return 0.0
         return self._attention_time(*self.decode_attention_work(decodes, drafts))
@@ -284,7 +284,7 @@ class RooflineModel:
         tokens = prefill_tokens + nd + drafts
         if tokens == 0:
             return 0.0
-        attn = self._prefill_attention(prefills) + self._decode_attention(decodes, drafts)
+        attn = self.prefill_attention(prefills) + self.decode_attention(decodes, drafts)
         return (
             self.dense_time(tokens)
             + self.model.num_layers * attn

@@ -190,7 +190,7 @@ class TableModel:
         if tokens == 0:
             return 0.0
         rl = self.roofline
-        attn = rl._prefill_attention(prefills) + rl._decode_attention(decodes, drafts)
+        attn = rl.prefill_attention(prefills) + rl.decode_attention(decodes, drafts)
         return (
             self.dense_time(tokens) + self.model.num_layers * attn + rl.head_time(len(prefills) + nd + drafts)
         )

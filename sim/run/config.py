@@ -25,6 +25,11 @@ class RunConfig:
     policy_options: dict[str, Any] = _f(
         {}, "extra keyword options for the policy's config (a field of its SchedulerConfig subclass)"
     )
+    plugins: list[str] = _f(
+        [],
+        "modules imported before the policy is looked up; their import registers policies "
+        "(installed plugins load by themselves, through the schedsim.policies entry points)",
+    )
     engine: str = _f(
         "auto",
         "engine loop: auto (follow policy.max_concurrent_batches), sync "

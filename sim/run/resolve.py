@@ -10,7 +10,7 @@ from schedsim.latency import make_latency_model
 from schedsim.latency.cpu_cost import CpuCostModel, load_cpu_cost
 from schedsim.latency.memory import kv_pool_blocks
 from schedsim.latency.specs import get_model_spec
-from schedsim.policies import get_policy_info, make_policy
+from schedsim.policies import get_policy_info, load_plugins, make_policy
 from schedsim.run.config import RunConfig
 from schedsim.run.toml_config import ConfigError
 
@@ -69,6 +69,7 @@ class ResolvedRun:
 
 def policy_options(cfg: RunConfig, num_gpu_blocks: int, max_model_len: int) -> dict[str, Any]:
     """RunConfig's scheduler fields merged into policy_options (conflicts are errors)."""
+    load_plugins(cfg.plugins)
     info = get_policy_info(cfg.policy)
     known = {f.name: f for f in dataclasses.fields(info.config_cls)}
     clash = sorted(set(cfg.policy_options) & set(POLICY_FIELDS))

@@ -1,0 +1,64 @@
+"""Shortest prompt first, with a starvation cap: a schedsim policy written outside the package.
+
+Each step every running request decodes one token (preempting the newest when the KV cache is
+full), then waiting requests are admitted shortest prompt first, whole, while the token budget,
+the seats and the KV cache allow; a request that has waited `max_wait_steps` steps goes ahead of
+every shorter one, so long prompts are delayed, never starved.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from schedsim.policies import Request, RequestStatus, SchedulerConfig, StepPlan, register_policy
+from schedsim.policies.baselines import BasePolicy
+
+
+@dataclass
+class SpfConfig(SchedulerConfig):
+    """SchedulerConfig's shared knobs (KV pool, token budget, seats) plus the starvation cap."""
+
+    max_wait_steps: int = 64  # steps after which a waiting request is served first
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.max_wait_steps < 1:
+            raise ValueError(f"SpfConfig.max_wait_steps must be >= 1, got {self.max_wait_steps}")
+
+
+@register_policy("spf", "shortest prompt first; a request waiting max_wait_steps goes first", SpfConfig)
+class ShortestPromptFirst(BasePolicy):
+    """Decode everything running, then admit waiting requests by (starved first, prompt length)."""
+
+    def __init__(self, config: SpfConfig) -> None:
+        super().__init__(config)
+        self.max_wait_steps = config.max_wait_steps
+        self.waiting_since: dict[str, int] = {}  # request id -> step it (re)joined the queue
+
+    def schedule_into(self, plan: StepPlan) -> None:
+        budget = self.config.max_num_batched_tokens
+        for req in list(self.running):
+            if req.status != RequestStatus.RUNNING or req.num_tokens <= req.num_computed_tokens:
+                continue  # preempted earlier in this loop, or its last token is still in flight
+            ok, returned = self.allocate_or_preempt(plan, req, 1)
+            budget += returned
+            if not ok:
+                break
+            self.add_to_plan(plan, req, 1)
+            budget -= 1
+        if self.preempted_req_ids:
+            return  # as vLLM: no admission in a step that preempted
+        for req in sorted(self.waiting, key=self.admission_order):
+            if len(self.running) >= self.config.max_num_seqs:
+                break
+            hit_blocks, hit = self.prefix_hit(req)
+            if req.num_tokens - hit > budget or not self.allocate(req, req.num_tokens - hit, hit_blocks, hit):
+                continue  # too long for what is left: a shorter one may still fit
+            self.waiting_since.pop(req.request_id, None)
+            self.admit(plan, req, req.num_tokens - req.num_computed_tokens)
+            budget -= plan.num_scheduled_tokens[req.request_id]
+
+    def admission_order(self, req: Request) -> tuple[bool, int]:
+        """Starved requests first, then the shortest prompt; ties keep queue order (stable sort)."""
+        since = self.waiting_since.setdefault(req.request_id, self.step_id)
+        return self.step_id - since < self.max_wait_steps, req.num_tokens

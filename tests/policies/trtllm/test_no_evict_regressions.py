@@ -1,0 +1,40 @@
+"""guaranteed-no-evict: a started context is never wedged behind a later head-of-line miss."""
+
+from __future__ import annotations
+
+import pytest
+from schedsim.policies import make_policy
+from support.trtllm_driver import BLOCK, make_request, run_pipelined
+
+pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
+
+# r0 (adapter 2) is skipped while adapter 1 holds the only PEFT page, r2 starts its context behind
+# it; once the page frees, r0 misses on blocks (head-of-line break). r2, mid-context, must go on.
+ARRIVALS = [
+    (1, 0, 100, 3, 2),
+    (5, 1, 56, 6, None),
+    (2, 2, 113, 12, None),
+    (0, 3, 93, 3, None),
+    (0, 4, 60, 6, 1),
+    (6, 5, 93, 1, None),
+]
+
+
+def test_started_context_continues_after_a_peft_skip():
+    policy = make_policy(
+        "trtllm:guaranteed-no-evict",
+        block_size=BLOCK,
+        max_model_len=256,
+        num_gpu_blocks=14,
+        max_num_batched_tokens=32,
+        chunk_unit_size=16,
+        max_num_seqs=4,
+        max_peft_pages=1,
+        num_micro_batches=2,
+    )
+    arrivals = [(step, make_request(f"r{i}", p, o, lora_id=lora)) for step, i, p, o, lora in ARRIVALS]
+    log = run_pipelined(policy, arrivals, depth=2, max_steps=400)
+    assert sorted(log.finished) == [f"r{i}" for i in range(6)]
+    first = {rid: min(p.step_id for p in log.plans if rid in p.num_scheduled_tokens) for rid in ("r0", "r2")}
+    assert first["r2"] < first["r0"], "r2 jumped r0 while r0's adapter did not fit"
+    assert policy.kv.num_free_blocks == 13

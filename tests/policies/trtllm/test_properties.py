@@ -1,0 +1,98 @@
+"""Property tests over random workloads, for every capacity policy x chunking policy."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from schedsim.policies import make_policy
+from schedsim.policies.kv_cache import cdiv
+from support.trtllm_driver import BLOCK, make_request, run, run_pipelined
+
+pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
+
+CAPACITY = ["max-requests", "guaranteed-no-evict", "static-batch", "max-utilization"]
+CHUNKING = ["equal-progress", "first-come-first-served", "force-chunk"]
+PREFIXES = [None, (1, 2, 3), (1, 2, 4), (5, 6)]
+
+
+@st.composite
+def workloads(draw):
+    """A few requests, some sharing prefix blocks, arriving over the first steps; plus knobs."""
+    n = draw(st.integers(1, 7))
+    reqs = []
+    for i in range(n):
+        prompt = draw(st.integers(1, 120))
+        prefix = draw(st.sampled_from(PREFIXES))
+        hashes = None if prefix is None else prefix[: prompt // BLOCK]
+        out = draw(st.integers(1, 24))
+        extra = dict(
+            lora_id=draw(st.sampled_from([None, None, 1, 2])),
+            num_spec_tokens=draw(st.sampled_from([0, 0, 2, 3])),
+        )
+        reqs.append((draw(st.integers(0, 8)), i, prompt, out, hashes, extra))
+    largest = max(cdiv(p + o, BLOCK) for _, _, p, o, _, _ in reqs)
+    knobs = dict(
+        num_gpu_blocks=largest + 1 + draw(st.integers(0, 12)),
+        max_num_batched_tokens=draw(st.sampled_from([32, 64, 256])),
+        chunk_unit_size=draw(st.sampled_from([16, 32])),
+        max_num_seqs=draw(st.integers(1, 6)),
+        two_step_lookahead=draw(st.booleans()),
+        enable_prefix_aware_scheduling=draw(st.booleans()),
+        max_input_len=draw(st.sampled_from([None, 130])),
+        max_peft_pages=draw(st.sampled_from([None, 1, 2])),
+    )
+    return reqs, knobs
+
+
+@pytest.mark.parametrize("chunking", CHUNKING)
+@pytest.mark.parametrize("capacity", CAPACITY)
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=workloads())
+def test_random_workloads_conserve_kv_and_finish(capacity, chunking, data):
+    reqs, knobs = data
+    policy = make_policy(
+        f"trtllm:{capacity}", block_size=BLOCK, max_model_len=256, chunking_policy=chunking, **knobs
+    )
+    level1 = policy.capacity.schedule
+
+    def checked_capacity(active, inflight=()):
+        res = level1(active, inflight)
+        fitting, paused = {r.request_id for r in res.fitting}, {r.request_id for r in res.paused}
+        assert not fitting & paused, "a request both fitting and paused"
+        assert len(fitting) <= policy.config.max_num_seqs
+        return res
+
+    policy.capacity.schedule = checked_capacity
+    tag = f"{capacity}/{chunking}"
+    arrivals = [
+        (step, make_request(f"{tag}/{i}", p, o, hashes=h, **extra)) for step, i, p, o, h, extra in reqs
+    ]
+    log = run(policy, arrivals, max_steps=4000)  # checks every invariant (KV conservation) each step
+    for plan in log.plans:
+        assert not set(plan.paused_req_ids) & set(plan.num_scheduled_tokens), "fitting and paused"
+        assert plan.total_num_scheduled_tokens <= policy.config.effective_max_num_tokens
+        assert len(plan.num_scheduled_tokens) <= policy.config.effective_max_batch_size
+    assert len(log.finished) == len(arrivals), f"unfinished: {[r.request_id for r in policy.active]}"
+    if capacity in ("guaranteed-no-evict", "static-batch"):
+        assert policy.stats.num_pauses == 0
+    assert policy.kv.num_free_blocks == knobs["num_gpu_blocks"] - 1
+    for _, request in arrivals:
+        assert 1 <= len(request.output_token_ids) <= request.max_tokens
+
+
+@pytest.mark.parametrize("capacity", CAPACITY)
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=workloads())
+def test_two_micro_batches_in_flight_never_share_a_request(capacity, data):
+    reqs, knobs = data
+    knobs = {**knobs, "num_micro_batches": 2}
+    policy = make_policy(f"trtllm:{capacity}", block_size=BLOCK, max_model_len=256, **knobs)
+    assert policy.max_concurrent_batches == 2
+    arrivals = [
+        (step, make_request(f"pp/{capacity}/{i}", p, o, hashes=h, **extra))
+        for step, i, p, o, h, extra in reqs
+    ]
+    log = run_pipelined(policy, arrivals, depth=2)  # asserts disjoint batches and invariants
+    assert len(log.finished) == len(arrivals)
+    assert policy.kv.num_free_blocks == knobs["num_gpu_blocks"] - 1
