@@ -50,6 +50,8 @@ def test_sglang_conserves_kv_and_finishes_every_request(variant, spec, data, blo
 
     def cap(prompt_len, max_tokens):  # init_req_max_new_tokens: context and empty-pool clips
         paged = -(-prompt_len // 4) * 4
-        return min(max_tokens, MAX_MODEL_LEN - prompt_len, (blocks - 1) * 4 - paged - 4 - 1)
+        pool = (blocks - 1) * 4
+        max_req_len = min(MAX_MODEL_LEN - 1, pool - 1)
+        return min(max_tokens, max_req_len - prompt_len - 1, pool - paged - 4 - 1)
 
     check_run(make, spec, arrivals, cap)
