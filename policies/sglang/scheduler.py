@@ -69,8 +69,9 @@ class SGLangOverlapPolicy(BasePolicy):
 
     # ---- intake ----
     def add_request(self, request: Request) -> None:
-        """Queue with max_new_tokens clipped as `init_req_max_new_tokens` does; a prompt of
-        `max_req_input_len` tokens or more is aborted (SGLang's `validate_input_length`)."""
+        """Queue with max_new_tokens clipped as `init_req_max_new_tokens` does (to the context and
+        to an empty pool); a prompt of `max_req_input_len` tokens or more is aborted (SGLang's
+        `validate_input_length`), reported by the next update."""
         super().add_request(request)
         cfg = self.config
         if request.prompt_len >= self.max_req_input_len:
@@ -80,14 +81,10 @@ class SGLangOverlapPolicy(BasePolicy):
             return
         capacity = self.kv.pool.num_usable_blocks * cfg.block_size
         paged = -(-request.prompt_len // cfg.page_size) * cfg.page_size
-        cap = min(request.max_tokens, self.max_req_len - request.prompt_len - 1,
-                  capacity - paged - cfg.page_size - 1)
-        if cap < 1:
-            self.requests.pop(request.request_id)
-            self.waiting.pop()
-            raise ValueError(f"request {request.request_id}: prompt_len {request.prompt_len} exceeds the "
-                             f"KV memory budget ({capacity} tokens, num_gpu_blocks)")
-        self.max_new[request.request_id] = cap
+        # 0 is possible (a prompt filling the empty pool): the prefill's token still finishes it
+        self.max_new[request.request_id] = max(0, min(
+            request.max_tokens, self.max_req_len - request.prompt_len - 1,
+            capacity - paged - cfg.page_size - 1))
 
     def has_requests(self) -> bool:
         """Unfinished requests, or finishes (intake aborts included) not yet reported."""

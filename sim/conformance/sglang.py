@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import sys
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -190,7 +191,8 @@ def _load(path: str) -> tuple[str, dict]:
 
 
 def _run_batch(outdir: str, paths: list[str]) -> int:
-    """Every scenario's log into OUTDIR/<name>.jsonl (or <name>.err); 2 if any was invalid."""
+    """Every scenario's log into OUTDIR/<name>.jsonl (or <name>.err with the reason); 2 if any
+    was invalid, 1 if any failed otherwise."""
     out = Path(outdir)
     out.mkdir(parents=True, exist_ok=True)
     rc = 0
@@ -201,7 +203,11 @@ def _run_batch(outdir: str, paths: list[str]) -> int:
             text = format_log(run_scenario(scenario))
         except (OSError, json.JSONDecodeError, ScenarioError) as e:
             (out / f"{name}.err").write_text(f"invalid scenario {path}: {e}\n")
-            rc = 2
+            rc = max(rc, 2)
+            continue
+        except Exception:  # noqa: BLE001  (the other scenarios still run; the reason is kept)
+            (out / f"{name}.err").write_text(traceback.format_exc())
+            rc = max(rc, 1)
             continue
         (out / f"{name}.jsonl").write_text(text)
     return rc
