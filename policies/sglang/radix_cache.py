@@ -26,12 +26,12 @@ each ancestor (SGLang's `t - 1e-5 * depth`, in integers: `TICK` per tick).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from typing import Final
 
 from ..kv_cache import BlockPool
 
-Unit = Hashable
+Unit = int  # a token id, or a page's content hash
 TICK: Final = 1 << 20  # time units per clock tick; a match's ancestors sit below its tick
 
 

@@ -51,7 +51,8 @@ def is_sglang_scenario(scenario: Any) -> bool:
 
 def _int(value: Any, where: str, low: int, high: int | None = None) -> int:
     """An int in [low, high], or a ScenarioError naming the field."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+    bad_type = isinstance(value, bool) or not isinstance(value, int)
+    if bad_type or value < low or (high is not None and value > high):
         bound = f">= {low}" if high is None else f"in [{low}, {high}]"
         raise ScenarioError(f"{where} must be an int {bound}, got {value!r}")
     return value
@@ -102,7 +103,8 @@ def _requests(scenario: dict, policy: SGLangOverlapPolicy) -> dict[int, list[Req
         prompt = r.get("prompt")
         if not isinstance(prompt, list) or not prompt or not all(
                 isinstance(t, int) and not isinstance(t, bool) and 0 <= t < FAKE_TOKEN_BASE for t in prompt):
-            raise ScenarioError(f"{where} ({rid}).prompt must be non-empty token ids in [0, {FAKE_TOKEN_BASE})")
+            raise ScenarioError(f"{where} ({rid}).prompt must be non-empty token ids in "
+                                f"[0, {FAKE_TOKEN_BASE})")
         if len(prompt) >= policy.max_req_input_len:
             raise ScenarioError(f"{where} ({rid}): prompt of {len(prompt)} tokens >= max_req_input_len "
                                 f"{policy.max_req_input_len} (SGLang aborts it)")

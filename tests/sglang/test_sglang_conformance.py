@@ -46,8 +46,10 @@ def test_random_scenario_logs_match_sglang(path):
         got = format_log(run_scenario(case["scenario"]))
         if got != case["expected"]:
             exp, act = case["expected"].splitlines(), got.splitlines()
-            i = next((i for i, (a, b) in enumerate(zip(exp, act)) if a != b), min(len(exp), len(act)))
-            wrong.append(f"{case['scenario']['name']} line {i}: sglang {exp[i:i + 1]} schedsim {act[i:i + 1]}")
+            n = min(len(exp), len(act))
+            i = next((i for i in range(n) if exp[i] != act[i]), n)
+            wrong.append(f"{case['scenario']['name']} line {i}: sglang {exp[i:i + 1]} "
+                         f"schedsim {act[i:i + 1]}")
     assert not wrong, "\n".join(wrong)
 
 
@@ -58,7 +60,8 @@ def test_main_prints_logs_and_writes_a_batch(tmp_path, capsys):
     assert main(["--batch", str(tmp_path / "out")] + [str(p) for p in paths]) == 0
     for p in paths:
         name = json.loads(p.read_text())["name"]
-        assert (tmp_path / "out" / f"{name}.jsonl").read_text() == p.with_suffix(".expected.jsonl").read_text()
+        expected = p.with_suffix(".expected.jsonl").read_text()
+        assert (tmp_path / "out" / f"{name}.jsonl").read_text() == expected
 
 
 def test_dispatch_sends_each_format_to_its_engine(tmp_path, capsys):
@@ -67,7 +70,8 @@ def test_dispatch_sends_each_format_to_its_engine(tmp_path, capsys):
     vl = sorted(vllm_dir.glob("*.json"))[0]
     assert dispatch.main(["conformance", str(sg), str(vl)]) == 0
     out = capsys.readouterr().out
-    assert out == sg.with_suffix(".expected.jsonl").read_text() + vl.with_suffix(".expected.jsonl").read_text()
+    expected = [sg.with_suffix(".expected.jsonl"), vl.with_suffix(".expected.jsonl")]
+    assert out == "".join(p.read_text() for p in expected)
 
 
 def _scenario(**config) -> dict:

@@ -55,7 +55,8 @@ def shared_prefix_workloads(draw: st.DrawFn) -> pd.DataFrame:
         g = draw(st.integers(0, groups - 1))
         shared = draw(st.integers(0, 6))
         own = draw(st.integers(1, 6))
-        hashes.append(tuple(1000 * (g + 1) + j for j in range(shared)) + tuple(10**6 + 100 * i + j for j in range(own)))
+        hashes.append(tuple(1000 * (g + 1) + j for j in range(shared))
+                      + tuple(10**6 + 100 * i + j for j in range(own)))
         prompts.append(16 * (shared + own) - draw(st.integers(0, 15)))
     gaps = draw(st.lists(st.floats(0.0, 0.05), min_size=n, max_size=n))
     wl = pd.DataFrame({

@@ -119,12 +119,12 @@ def test_a_parent_left_childless_joins_the_eviction_in_order():
 def test_page_units_count_page_size_tokens():
     tree, pool = _tree(page=4)
     row = pool.get_new_blocks(3)
-    tree.insert(["p0", "p1", "p2"], row)  # one unit (a block) per page of 4 tokens
+    tree.insert([70, 71, 72], row)  # one unit (a block) per page of 4 tokens
     pool.free_blocks(row)
     assert tree.evictable_size() == 12
-    matched, _ = tree.match_prefix(["p0", "p1", "q"])
+    matched, _ = tree.match_prefix([70, 71, 99])
     assert matched == 2
-    assert tree.evict(1) == 4  # the [p2] leaf after the split: a whole page
+    assert tree.evict(1) == 4  # the [72] leaf after the split: a whole page
 
 
 def test_disabled_tree_matches_and_keeps_nothing():
