@@ -1,23 +1,29 @@
 """SGLang's PrefillAdder: which waiting requests join the next prefill (extend) batch.
 
-Budgets, in tokens (schedule_policy.py / mem_cache/prefill_budget.py, 0.5.x):
+Budgets, in tokens (0.5.23 `schedule_policy.py`, `mem_cache/prefill_budget.py`):
 - rem_input_tokens = max_prefill_tokens, rem_chunk_tokens = chunked_prefill_size (None: off),
   both less the mixed-in decodes; each admitted extend is charged page-ceiled;
-- KV: free (+ evictable cached) tokens minus `total_offset`, where total_offset starts at the
-  running requests' expected future decode tokens, min(max_new - out, clip) * new_token_ratio
-  (ratio 1 for ignore_eos), and grows by each admission's page-ceiled extend + one page + its
-  clipped max_new; a new request needs extend + max_new + page < remaining_total;
-- one chunked request at a time: an extend that does not fit rem_chunk_tokens is cut to a page
-  multiple and becomes the chunked request (reserving no decode tokens yet).
+- KV, read live: free tokens + the tree's evictable tokens - `total_offset`, where total_offset
+  starts at the running requests' expected future decode tokens, min(max_new - out, clip) *
+  new_token_ratio (ratio 1 for ignore_eos), and grows by each admission's page-ceiled extend +
+  one page + its clipped max_new; a new request needs extend + max_new + page < remaining_total,
+  checked with its matched prefix locked (so the prefix no longer counts as evictable); an
+  admitted request keeps its prefix locked;
+- without chunking the first request may exceed rem_input_tokens, a later one stops the pass
+  when its page-ceiled extend is >= what is left; with chunking max_prefill_tokens never cuts an
+  extend, it only ends the pass once spent;
+- one chunked request at a time: an extend above rem_chunk_tokens is cut to a page-aligned end
+  and becomes the chunked request (reserving no decode tokens until its last chunk).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 
 from ..request import Request
 from .config import SGLangConfig
+from .mem_cache import MemCache
 
 
 class AddReqResult(Enum):
@@ -30,22 +36,21 @@ class AddReqResult(Enum):
 
 @dataclass
 class Admission:
-    """One request's shape in the batch: cached prefix, extend length, chunked or not."""
+    """One request's shape in the batch: prefix it starts from, extend length, chunked or not."""
 
     request: Request
     prefix_len: int
     extend_len: int
     is_chunked: bool
-    hit_blocks: list[int] = field(default_factory=list)
 
 
 class PrefillAdder:
-    """Budget accounting for one prefill pass; allocation is done by the caller."""
+    """Budget accounting for one prefill pass; the batch is allocated by the caller afterwards."""
 
     def __init__(
         self,
         config: SGLangConfig,
-        available_tokens: int,
+        mem: MemCache,
         running: list[Request],
         new_token_ratio: float,
         num_mixed_decode_tokens: int,
@@ -54,8 +59,8 @@ class PrefillAdder:
         self.page = config.page_size
         self.clip = config.clip_max_new_tokens
         self.max_new = max_new
-        self.available = available_tokens
-        self.rem_input_tokens = max(config.max_prefill_tokens, config.max_model_len) - num_mixed_decode_tokens
+        self.mem = mem
+        self.rem_input_tokens = config.max_prefill_tokens - num_mixed_decode_tokens
         self.rem_chunk_tokens = (
             None
             if config.chunked_prefill_size is None
@@ -74,14 +79,19 @@ class PrefillAdder:
         """Round up to whole pages."""
         return -(-tokens // self.page) * self.page
 
+    def available_and_evictable(self) -> int:
+        """Free plus evictable tokens, now."""
+        return self.mem.available_size() + self.mem.evictable_size()
+
     @property
     def rem_total_tokens(self) -> float:
         """KV tokens left after the running requests' expected decodes and this pass's admissions."""
-        return self.available - self.total_offset
+        return self.available_and_evictable() - self.total_offset
 
     def budget_state(self) -> AddReqResult:
         """Whether another request could still join."""
-        if not (self.rem_total_tokens > 0 and self.available - self.current_offset > 0):
+        avail = self.available_and_evictable()
+        if not (avail - self.total_offset > 0 and avail - self.current_offset > 0):
             return AddReqResult.NO_TOKEN
         if self.rem_input_tokens <= 0:
             return AddReqResult.OTHER
@@ -90,7 +100,7 @@ class PrefillAdder:
         return AddReqResult.CONTINUE
 
     def _charge(self, extend_len: int, max_new_tokens: int) -> None:
-        """Reserve one admission against KV and compute budgets."""
+        """Reserve one admission against KV and compute budgets (`_update_prefill_budget`)."""
         paged = self.ceil_paged(extend_len)
         immediate = paged + self.page
         self.total_offset += immediate + max_new_tokens
@@ -99,52 +109,54 @@ class PrefillAdder:
         if self.rem_chunk_tokens is not None:
             self.rem_chunk_tokens -= paged
 
-    def _remaining_new(self, req: Request) -> int:
-        """Decode tokens the request may still produce, clipped for the estimate."""
-        return min(max(self.max_new[req.request_id] - req.num_output_tokens, 0), self.clip)
-
     # ---- admissions ----
-    def add_chunked_req(self, req: Request) -> bool:
+    def add_chunked_req(self, req: Request, prefix_len: int) -> bool:
         """Continue the chunked request first; True if it is still unfinished after this step."""
         rem = self.rem_chunk_tokens if self.rem_chunk_tokens is not None else self.rem_input_tokens
         avail = min(rem, int(self.rem_total_tokens))
-        rem = avail if avail > 0 else rem
-        extend = req.num_tokens - req.num_computed_tokens
+        rem = avail if avail > 0 else rem  # a continuation must progress to release its KV
+        extend = req.num_tokens - prefix_len
         truncated = extend > rem
         new_len = min(extend, rem)
         if new_len <= 0:  # mixed-in decodes used up the whole chunk budget: no chunk this step
             return True
-        self.can_run.append(Admission(req, req.num_computed_tokens, new_len, truncated))
+        self.can_run.append(Admission(req, prefix_len, new_len, truncated))
         self._charge(new_len, 0 if truncated else min(self.max_new[req.request_id], self.clip))
         return truncated
 
-    def add_one_req(self, req: Request, prefix_len: int, hit_blocks: list[int]) -> AddReqResult:
-        """Admit a waiting request whole or as the new chunked request, or say why not."""
-        max_new = self._remaining_new(req)
+    def add_one_req(self, req: Request, prefix_len: int) -> AddReqResult:
+        """Admit a waiting request whole or as the new chunked request, or say why not; the
+        caller has matched it (`prefix_len`, its last node in `mem`)."""
+        out = req.num_output_tokens
+        remaining_new = min(max(self.max_new[req.request_id] - out, 0), self.clip)
         extend = req.num_tokens - prefix_len
-        if not extend + max_new + self.page < self.rem_total_tokens:
-            return AddReqResult.NO_TOKEN
-        paged = self.ceil_paged(extend)
-        if self.rem_chunk_tokens is None and self.can_run and paged >= self.rem_input_tokens:
-            return AddReqResult.OTHER
-        is_chunked = False
-        budget_max_new = min(self.max_new[req.request_id], self.clip)
-        if self.rem_chunk_tokens is not None and paged > self.rem_chunk_tokens:
-            cut = self.rem_chunk_tokens // self.page * self.page
-            extend = (prefix_len + cut) // self.page * self.page - prefix_len
-            if extend <= 0:
-                return AddReqResult.OTHER
-            is_chunked = True
-            budget_max_new = 0
-        adm = Admission(req, prefix_len, extend, is_chunked, hit_blocks)
-        self.can_run.append(adm)
-        if is_chunked:
-            self.new_chunked = adm
-        self._charge(extend, budget_max_new)
+        total_tokens = extend + remaining_new + self.page
+        mem = self.mem
+        mem.lock_prefix(req)  # the selection sees the prefix locked; kept if admitted
+        verdict = self._select(req, prefix_len, extend, total_tokens)
+        if isinstance(verdict, AddReqResult):
+            mem.release_lock(req)
+            return verdict
+        self.can_run.append(verdict)
+        if verdict.is_chunked:
+            self.new_chunked = verdict
+        reserved = 0 if verdict.is_chunked else min(self.max_new[req.request_id], self.clip)
+        self._charge(verdict.extend_len, reserved)
         return self.budget_state()
 
-    def pop_last(self) -> None:
-        """Undo the last admission's list entry when its KV allocation failed (budgets stay spent)."""
-        adm = self.can_run.pop()
-        if self.new_chunked is adm:
-            self.new_chunked = None
+    def _select(
+        self, req: Request, prefix_len: int, extend: int, total_tokens: int
+    ) -> Admission | AddReqResult:
+        """The request's shape in this batch (`_select_prefill_admission`), or why it cannot join."""
+        if not total_tokens < self.rem_total_tokens:
+            return AddReqResult.NO_TOKEN
+        input_tokens = self.ceil_paged(extend)
+        if self.rem_chunk_tokens is None and self.can_run and input_tokens >= self.rem_input_tokens:
+            return AddReqResult.OTHER
+        if self.rem_chunk_tokens is not None and input_tokens > self.rem_chunk_tokens:
+            cut = self.rem_chunk_tokens // self.page * self.page
+            extend_len = (prefix_len + cut) // self.page * self.page - prefix_len
+            if extend_len <= 0:
+                return AddReqResult.OTHER
+            return Admission(req, prefix_len, extend_len, True)
+        return Admission(req, prefix_len, extend, False)

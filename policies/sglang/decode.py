@@ -1,10 +1,10 @@
-"""SGLang's decode-batch update: skip requests finishing in flight, check KV, retract on OOM.
+"""SGLang's decode-batch retraction (`ScheduleBatch.retract_decode`, 0.5.23).
 
-`update_running_batch` (scheduler.py) and `ScheduleBatch.retract_decode` (schedule_batch.py):
-a decode needs a new page for every request whose committed length is page-aligned; if the pool
-cannot give them, requests are retracted (fewest outputs first, longest prompt first among
-equals), at least one and until the rest fit, always keeping one; the survivors re-estimate the
-new-token ratio. Without retraction the ratio decays one step.
+Order: most-preferred to keep first, by (outputs, -prompt length) descending, stable; victims are
+popped from the end (fewest outputs first, longest prompt first among equals, the later batch
+position first among full ties). At least one request goes, then more while the rest do not fit
+(each check evicts tree leaves first), always keeping one; if even the last one does not fit it
+is aborted. The survivors stay in retraction order: the batch is filtered by the sorted indices.
 """
 
 from __future__ import annotations
@@ -12,11 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..request import Request
-
-
-def pages_needed(reqs: list[Request], block_size: int) -> int:
-    """New KV blocks the next decode of these requests takes (one per full last block)."""
-    return sum(1 for r in reqs if r.num_computed_tokens % block_size == 0)
 
 
 def finishing_inflight(running: list[Request], max_new: dict[str, int]) -> list[Request]:
@@ -34,21 +29,21 @@ def retraction_order(reqs: list[Request]) -> list[Request]:
 
 
 def retract_decode(
-    reqs: list[Request], free_blocks: Callable[[], int], block_size: int, release: Callable[[Request], None]
+    reqs: list[Request], fits: Callable[[list[Request]], bool], release: Callable[[Request, int], None]
 ) -> tuple[list[Request], list[Request], Request | None]:
-    """Retract until the rest fit; returns (kept in running order, retracted, aborted-last or None)."""
+    """Retract until the rest fit; returns (kept, in retraction order; retracted, in pop order;
+    the aborted last request or None). `release(victim, remaining)` frees a victim."""
     order = retraction_order(reqs)
     retracted: list[Request] = []
     first = True
-    while first or pages_needed(order, block_size) > free_blocks():
+    while first or not fits(order):
         if len(order) == 1:
             break
         first = False
         victim = order.pop()
-        release(victim)
+        release(victim, len(order))
         retracted.append(victim)
     aborted = None
-    if len(order) <= 1 and pages_needed(order, block_size) > free_blocks():
+    if len(order) <= 1 and not fits(order):
         aborted = order.pop()
-    kept_ids = {id(r) for r in order}
-    return [r for r in reqs if id(r) in kept_ids], retracted, aborted
+    return order, retracted, aborted

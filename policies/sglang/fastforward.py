@@ -1,16 +1,22 @@
 """Exact fast-forward hooks of `sglang-overlap` (both with the overlap loop and without it).
 
-In a steady decode state SGLang's `get_next_batch_to_run` merges no extend batch, forms no
-prefill batch (nothing waits, nothing is chunked), drops no request finishing in flight (the
-horizon stops before one would), finds enough free pages (the horizon stops before a step whose
-page-aligned requests would need more: that step would retract), decays the new-token ratio once
-and decodes every running request through `allocate_slots`. `advance` replays exactly that:
-the KV calls through the shared replay, the ratio decayed k times, the plan counter;
-`in_flight_plan` builds the in-flight decode plan with its request-pool slots and future-token
-slots.
+In a steady decode state SGLang's `get_next_batch_to_run` stashes no chunked request, merges no
+extend batch, forms no prefill batch (nothing waits, nothing is chunked), drops no request
+finishing in flight (the horizon stops before one would) and decodes every running request: the
+decode check and the allocation first evict radix-tree leaves when fewer than one page per
+request is free (`alloc_for_decode`'s over-estimate; the check's own demand is never larger),
+then each request whose length is page-aligned takes a new page. Nothing is inserted into the
+tree and no lock changes, so the tree changes only by those evictions, which depend on nothing
+but the tree and the free count: `advance` replays them, and the allocations, through the real
+calls in step order. The horizon stops before a step that would retract: one whose pages,
+counted from the stretch's start, exceed the free plus evictable pages then. The new-token ratio
+decays once per decode batch; `in_flight_plan` builds the in-flight decode plan with its
+request-pool slots and future-token slots.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from ..baselines.fastforward import BaselineFastForward
 from ..request import Request, RequestStatus
@@ -18,7 +24,7 @@ from .plan import SGLangStepPlan
 
 
 class SGLangFastForward(BaselineFastForward):
-    """The overlap scheduler's steady state, counters and in-flight plan."""
+    """The overlap scheduler's steady state, horizon, KV replay, counters and in-flight plan."""
 
     def steady_running(self, depth: int) -> list[Request] | None:
         """Running requests if the next iterations are plain decode batches of all of them."""
@@ -29,6 +35,7 @@ class SGLangFastForward(BaselineFastForward):
             p.preempted_req_ids
             or p.chunked_req is not None
             or p.last_extend_reqs
+            or p.intake_aborts
             or len(p.running) != len(p.requests)
             or len(p.running) > self.config.max_num_batched_tokens
         ):
@@ -51,6 +58,74 @@ class SGLangFastForward(BaselineFastForward):
             ):
                 return None
         return running
+
+    def horizon(self, reqs: list[Request], limit: int) -> int:
+        """Iterations before a length cap drops a request or a step's pages, counted from the
+        start, exceed the free and evictable pages (that step would retract)."""
+        k = limit
+        max_model_len: int = self.config.max_model_len
+        caps = self._max_new_all(reqs)
+        for j in range(len(reqs)):
+            r = reqs[j]
+            out = len(r.output_token_ids)
+            k = min(k, caps[j] - out - 1, max_model_len - r.prompt_len - out - 1)
+        if k <= 0:
+            return 0
+        kv = self.kv
+        bs, tables = kv.block_size, kv.req_to_blocks
+        offsets: list[int] = []
+        for r in reqs:
+            first = len(tables[r.request_id]) * bs - r.num_computed_tokens
+            offsets.extend(range(max(first, 0), k, bs))
+        room = kv.num_free_blocks + self.policy.tree_cache.evictable_units
+        if len(offsets) > room:
+            offsets.sort()
+            k = min(k, offsets[room])
+        return k
+
+    def _replay_kv(
+        self,
+        reqs: list[Request],
+        k: int,
+        tokens: list[list[int]],
+        out0: list[int],
+        skipped: Sequence[Request] = (),
+    ) -> list[float]:
+        """The k steps' evictions and page allocations in step order; the KV usage after each
+        schedule (pages neither free nor evictable, which evictions do not change)."""
+        kv, mem = self.kv, self.policy.mem
+        tree, bs, n = mem.tree_cache, kv.block_size, len(reqs)
+        cs = [r.num_computed_tokens for r in reqs]
+        events: list[tuple[int, int]] = []
+        for idx in range(n):
+            first = len(kv.req_to_blocks[reqs[idx].request_id]) * bs - cs[idx]
+            events.extend((i, idx) for i in range(max(first, 0), k, bs))
+        events.sort()
+        usable = kv.pool.num_usable_blocks
+        room0 = kv.num_free_blocks + tree.evictable_units
+        usage: list[float] = []
+        step, taken = 0, 0
+        self._evict_for_step(n)
+        for i, idx in events:
+            while step < i:  # steps before i allocate nothing more
+                usage.append((usable - room0 + taken) / usable)
+                step += 1
+                self._evict_for_step(n)
+            r = reqs[idx]
+            r.num_computed_tokens = cs[idx] + i
+            if kv.allocate_slots(r, 1, has_scheduled_reqs=False) is None:
+                raise AssertionError(f"fast-forward: {r.request_id} found no page inside its horizon")
+            taken += 1
+        while step < k:
+            usage.append((usable - room0 + taken) / usable)
+            step += 1
+            if step < k:
+                self._evict_for_step(n)
+        return usage
+
+    def _evict_for_step(self, n: int) -> None:
+        """A decode step of n requests first makes one page per request free (if it can)."""
+        self.policy.mem.evict_from_tree_cache(n * self.policy.mem.page_size)
 
     def _after_advance(self, reqs: list[Request], k: int) -> None:
         """The plan counter, and one new-token-ratio decay per decode batch."""

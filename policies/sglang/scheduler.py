@@ -1,11 +1,15 @@
-"""`sglang-overlap`: SGLang 0.5.x's scheduler with its overlap event loop (`event_loop_overlap`).
+"""`sglang-overlap`: SGLang 0.5.23's scheduler with its overlap event loop (`event_loop_overlap`).
 
-One `schedule()` is SGLang's `get_next_batch_to_run`: merge the last prefill (extend) batch into
-the running batch, *before* that batch's result is processed; try a new prefill batch through
-the PrefillAdder (prefill first; decodes wait unless mixed chunking is on); otherwise update the
-running decode batch (skip requests whose in-flight output finishes them by length, retract on
-KV OOM). The engine's batch queue of depth 2 then reproduces the overlap loop's order: launch
-batch k, process batch k-1's result, schedule k+1 (see docs/policies-sglang.md).
+One `schedule()` is SGLang's `get_next_batch_to_run`: stash the chunked request (insert the
+chunks computed so far into the radix tree, the one still in flight included), merge the last
+prefill (extend) batch into the running batch *before* that batch's result is processed, try a
+new prefill batch through the PrefillAdder (prefill first; decodes wait unless mixed chunking is
+on), otherwise update the running decode batch (skip requests whose in-flight output finishes
+them by length, evict tree leaves for the next pages, retract on OOM). `update_from_output` is
+`process_batch_result`: a prefill result inserts the request's computed tokens into the tree; a
+finish inserts prompt and outputs, then frees the row. The engine's batch queue of depth 2
+reproduces the overlap loop's order: launch batch k, process batch k-1's result, schedule k+1
+(see docs/policies-sglang.md).
 """
 
 from __future__ import annotations
@@ -13,21 +17,24 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ..baselines.base import BasePolicy
-from ..plan import StepPlan
+from ..kv_cache import KVCacheManager
+from ..plan import RequestOutput, StepPlan, StepResult
 from ..registry import register_policy
 from ..request import Request, RequestStatus
 from .adder import AddReqResult, PrefillAdder
 from .config import SGLangConfig
-from .decode import finishing_inflight, pages_needed, retract_decode
+from .decode import finishing_inflight, retract_decode
 from .fastforward import SGLangFastForward
-from .lpm import sort_longest_prefix_first
+from .mem_cache import MemCache
 from .plan import SGLangStepPlan
+from .schedule_policy import SchedulePolicy
 from .slots import NewTokenRatioTracker, ReqToTokenPool
 
 
 @register_policy(
     "sglang-overlap",
-    "SGLang 0.5.x overlap scheduler: prefill-first PrefillAdder, retract on OOM, one-step-late finishes",
+    "SGLang 0.5.23 overlap scheduler: radix prefix cache, "
+    "prefill-first PrefillAdder, retract on OOM, one-step-late finishes",
     SGLangConfig,
 )
 class SGLangOverlapPolicy(BasePolicy):
@@ -39,6 +46,13 @@ class SGLangOverlapPolicy(BasePolicy):
     def __init__(self, config: SGLangConfig) -> None:
         super().__init__(config)
         self.config: SGLangConfig = config
+        # SGLang's page pool and request rows: blocks without vLLM's hash cache (the tree caches)
+        self.kv = KVCacheManager(
+            config.num_gpu_blocks, config.block_size, config.max_model_len, enable_caching=False
+        )
+        self.mem = MemCache(self.kv, config.page_size, config.enable_prefix_caching)
+        self.tree_cache = self.mem.tree_cache
+        self.policy = SchedulePolicy(config.schedule_policy, self.mem, config.scheduling_policy == "priority")
         self.max_concurrent_batches = 1 if config.disable_overlap_schedule else 2
         self.pool = ReqToTokenPool(config.max_num_seqs)
         self.ratio = NewTokenRatioTracker.from_config(
@@ -47,10 +61,14 @@ class SGLangOverlapPolicy(BasePolicy):
             config.min_new_token_ratio_factor,
             config.new_token_ratio_decay_steps,
         )
+        pool_tokens = self.kv.pool.num_usable_blocks * config.block_size
+        self.max_req_len = min(config.max_model_len - 1, pool_tokens - 1)
+        self.max_req_input_len = self.max_req_len - 5
         self.max_new: dict[str, int] = {}
         self.chunked_req: Request | None = None
         self.last_extend_reqs: list[Request] = []
         self.batch_is_full = False
+        self.intake_aborts: list[RequestOutput] = []
 
     def fast_forward(self) -> SGLangFastForward:
         """Exact fast-forward of steady decode stretches (SupportsFastForward)."""
@@ -58,26 +76,39 @@ class SGLangOverlapPolicy(BasePolicy):
 
     # ---- intake ----
     def add_request(self, request: Request) -> None:
-        """Queue, clipping max_new_tokens to the context and to an empty pool (init_req_max_new_tokens)."""
+        """Queue with max_new_tokens clipped as `init_req_max_new_tokens` does (to the context and
+        to an empty pool); a prompt of `max_req_input_len` tokens or more is aborted (SGLang's
+        `validate_input_length`), reported by the next update."""
         super().add_request(request)
         cfg = self.config
+        if request.prompt_len >= self.max_req_input_len:
+            self.waiting.pop()
+            self._finish(request, RequestStatus.FINISHED_ABORTED)
+            self.intake_aborts.append(RequestOutput(request.request_id, [], RequestStatus.FINISHED_ABORTED))
+            return
         capacity = self.kv.pool.num_usable_blocks * cfg.block_size
         paged = -(-request.prompt_len // cfg.page_size) * cfg.page_size
-        cap = min(
-            request.max_tokens, cfg.max_model_len - request.prompt_len, capacity - paged - cfg.page_size - 1
+        # 0 is possible (a prompt filling the empty pool): the prefill's token still finishes it
+        self.max_new[request.request_id] = max(
+            0,
+            min(
+                request.max_tokens,
+                self.max_req_len - request.prompt_len - 1,
+                capacity - paged - cfg.page_size - 1,
+            ),
         )
-        if cap < 1:
-            self.requests.pop(request.request_id)
-            self.waiting.pop()
-            raise ValueError(
-                f"request {request.request_id}: prompt_len {request.prompt_len} exceeds the "
-                f"KV memory budget ({capacity} tokens, num_gpu_blocks)"
-            )
-        self.max_new[request.request_id] = cap
+
+    def has_requests(self) -> bool:
+        """Unfinished requests, or finishes (intake aborts included) not yet reported."""
+        return super().has_requests() or bool(self.intake_aborts)
 
     def max_new_tokens(self, req: Request) -> int:
         """SGLang's clipped max_new_tokens."""
         return self.max_new.get(req.request_id, req.max_tokens)
+
+    def kv_usage(self) -> float:
+        """SGLang's token usage: KV neither free nor evictable from the tree."""
+        return self.mem.token_usage()
 
     def new_plan(self) -> StepPlan:
         """Plans carry slots and future-token slots."""
@@ -85,8 +116,10 @@ class SGLangOverlapPolicy(BasePolicy):
 
     # ---- get_next_batch_to_run ----
     def schedule_into(self, plan: StepPlan) -> None:
-        """Merge the last extend batch, then a prefill batch if one forms, else the decode batch."""
+        """Stash the chunked request, merge the last extend batch, then a prefill batch if one
+        forms, else the decode batch."""
         assert isinstance(plan, SGLangStepPlan)
+        self._stash_chunked_request()
         self._merge_last_batch()
         if not self._get_new_batch_prefill(plan):
             self._update_running_batch(plan)
@@ -94,6 +127,16 @@ class SGLangOverlapPolicy(BasePolicy):
             plan.chunked_req_id = self.chunked_req.request_id
         if not plan.num_scheduled_tokens and not self.requests:
             self.ratio.reset()
+
+    def _stash_chunked_request(self) -> None:
+        """The chunked request's computed chunks (the one in flight too) join the tree."""
+        req = self.chunked_req
+        if req is None:
+            return
+        st = self.mem.info(req)
+        if req.num_computed_tokens > st.prefix_len:
+            self.mem.checkpoint_kv_cache(req, req.num_computed_tokens)
+            st.prefix_len = req.num_computed_tokens
 
     def _merge_last_batch(self) -> None:
         """The last prefill batch joins the running batch (minus the chunked and finished requests)."""
@@ -122,28 +165,13 @@ class SGLangOverlapPolicy(BasePolicy):
         if self._num_allocatable(running_bs, 0) <= 0 and self.chunked_req is None:
             self.batch_is_full = True
             return False
-        if self.config.scheduling_policy == "priority":
-            self.waiting = type(self.waiting)(sorted(self.waiting, key=lambda r: r.priority))
-        elif self.config.schedule_policy == "lpm":
-            self.waiting = type(self.waiting)(
-                sort_longest_prefix_first(list(self.waiting), self.kv, self.config.block_size)
-            )
+        self.waiting = type(self.waiting)(self.policy.calc_priority(list(self.waiting)))
         mixed = running_bs if self.config.enable_mixed_chunk else 0
-        adder = PrefillAdder(
-            self.config,
-            self.kv.num_free_blocks * self.config.block_size,
-            self.running,
-            self.ratio.current,
-            mixed,
-            self.max_new,
-        )
+        adder = PrefillAdder(self.config, self.mem, self.running, self.ratio.current, mixed, self.max_new)
         still_chunked = False
         chunked = self.chunked_req
         if chunked is not None:
-            still_chunked = adder.add_chunked_req(chunked)
-            if adder.can_run and not self.allocate(chunked, adder.can_run[-1].extend_len):
-                adder.pop_last()
-                still_chunked = True
+            still_chunked = adder.add_chunked_req(chunked, self.mem.info(chunked).prefix_len)
         self._add_waiting(adder, running_bs)
         if not adder.can_run:
             return False
@@ -154,6 +182,7 @@ class SGLangOverlapPolicy(BasePolicy):
 
     def _add_waiting(self, adder: PrefillAdder, running_bs: int) -> None:
         """Offer waiting requests in queue order until a budget says stop."""
+        mem = self.mem
         for req in list(self.waiting):
             if adder.budget_state() == AddReqResult.OTHER:
                 break
@@ -164,22 +193,19 @@ class SGLangOverlapPolicy(BasePolicy):
                 self.batch_is_full = True
             if self.batch_is_full:
                 break
-            hit_blocks, hit = self.prefix_hit(req)
-            res = adder.add_one_req(req, hit, hit_blocks)
-            if adder.can_run and adder.can_run[-1].request is req:
-                if not self.allocate(req, adder.can_run[-1].extend_len, hit_blocks, hit):
-                    adder.pop_last()
-                    res = AddReqResult.NO_TOKEN
+            prefix_len = mem.match_kv_cache(req, max(req.num_tokens - 1, 0))  # init_next_round_input
+            res = adder.add_one_req(req, prefix_len)
             if res != AddReqResult.CONTINUE:
                 if res == AddReqResult.NO_TOKEN:
                     self.batch_is_full = bool(adder.can_run) or bool(self.running)
                 break
 
     def _launch_extend(self, plan: SGLangStepPlan, adder: PrefillAdder, still_chunked: bool) -> None:
-        """Turn the adder's list into the extend batch: slots, statuses, plan entries."""
+        """Turn the adder's list into the extend batch: rows, KV (`prepare_for_extend`), plan."""
         admitted = {id(a.request) for a in adder.can_run}
         self.waiting = type(self.waiting)(r for r in self.waiting if id(r) not in admitted)
         slots = self.pool.alloc([a.request.request_id for a in adder.can_run])
+        self.mem.alloc_for_extend([a.request for a in adder.can_run], [a.extend_len for a in adder.can_run])
         for adm, slot in zip(adder.can_run, slots, strict=True):
             req = adm.request
             if req.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED):
@@ -198,9 +224,10 @@ class SGLangOverlapPolicy(BasePolicy):
     def _mix_with_running(self, plan: SGLangStepPlan) -> None:
         """Mixed chunk: the running decodes ride along if their next pages fit (never retracted)."""
         self._drop_finishing()
-        if self.running and pages_needed(self.running, self.config.block_size) <= self.kv.num_free_blocks:
-            self._add_decodes(plan)
+        if self.running and self.mem.check_decode_mem(self.running):
+            self._prepare_for_decode(plan)
             plan.forward_mode = "mixed"
+            plan.decoding_req_ids = [r.request_id for r in self.running]
 
     # ---- update_running_batch ----
     def _drop_finishing(self) -> bool:
@@ -215,28 +242,27 @@ class SGLangOverlapPolicy(BasePolicy):
         return bool(finishing)
 
     def _update_running_batch(self, plan: SGLangStepPlan) -> None:
-        """Decode the running batch: skip finishing requests, retract on OOM, else decay the ratio."""
+        """Decode the running batch: skip finishing requests, evict for the next pages, retract on
+        OOM, else decay the ratio."""
         if not self.running:
             return
         had_finishing = self._drop_finishing()
         if not self.running:
             return
-        bs = self.config.block_size
-        if pages_needed(self.running, bs) > self.kv.num_free_blocks:
+        if not self.mem.check_decode_mem(self.running):
             if had_finishing:
                 return  # their queued result frees KV; decode the rest next step
             self._retract(plan)
         else:
             self.ratio.decay_step()
         if self.running:
-            self._add_decodes(plan)
+            self._prepare_for_decode(plan)
             plan.forward_mode = "decode"
 
     def _retract(self, plan: SGLangStepPlan) -> None:
-        """retract_decode: requeue victims at the back, abort the last one if even it cannot fit."""
-        kept, retracted, aborted = retract_decode(
-            self.running, lambda: self.kv.num_free_blocks, self.config.block_size, self.preempt
-        )
+        """retract_decode: requeue victims at the back, abort the last one if even it cannot fit;
+        the survivors run in retraction order from now on."""
+        kept, retracted, aborted = retract_decode(self.running, self.mem.check_decode_mem, self._release_req)
         self.running = kept
         self.batch_is_full = False
         if aborted is not None:
@@ -248,23 +274,73 @@ class SGLangOverlapPolicy(BasePolicy):
         )
         self.waiting.extend(retracted)
 
-    def _add_decodes(self, plan: SGLangStepPlan) -> None:
-        """One token per running request; an unresolved input token comes from the future map."""
+    def _release_req(self, req: Request, remaining: int) -> None:
+        """A retraction victim frees everything the tree does not hold, then `remaining x 20`
+        tokens are made free for the survivors."""
+        self.preempt(req)
+        self.mem.evict_from_tree_cache(remaining * self.config.retract_decode_steps)
+
+    def _prepare_for_decode(self, plan: SGLangStepPlan) -> None:
+        """One token per running request (its next page evicted for, if it needs one); an
+        unresolved input token comes from the future map."""
+        self.mem.alloc_for_decode(self.running)
         for req in self.running:
-            if not self.allocate(req, 1):
-                raise AssertionError(f"sglang: decode of {req.request_id} did not fit after the check")
             self.add_to_plan(plan, req, 1)
             slot = self.pool.slot_of[req.request_id]
             plan.req_pool_indices[req.request_id] = slot
             if req.num_output_placeholders > 0:
                 plan.future_token_slots[req.request_id] = slot
 
+    # ---- process_batch_result ----
+    def update_from_output(self, plan: StepPlan, result: StepResult) -> list[RequestOutput]:
+        """Fold a batch's sampled tokens in (`process_batch_result`): a completed prefill
+        inserts its request's computed tokens into the tree; stale or finished ones are dropped."""
+        assert isinstance(plan, SGLangStepPlan)
+        outputs: list[RequestOutput] = self.intake_aborts
+        self.intake_aborts = []
+        sampled = result.sampled_token_ids
+        prefill = plan.forward_mode in ("extend", "mixed")
+        decoding = set(plan.decoding_req_ids)
+        for rid, n in plan.num_scheduled_tokens.items():
+            req = self.requests.get(rid)
+            if req is None:
+                continue
+            req.num_in_flight_tokens -= n
+            if req.num_stale_output_tokens > 0:
+                req.num_stale_output_tokens -= n
+                continue
+            tokens = sampled.get(rid) or []
+            if not tokens:
+                continue  # a middle chunk
+            if req.num_output_placeholders:
+                req.num_output_placeholders -= 1
+            out = self._append_tokens(req, tokens)
+            if out is not None:
+                outputs.append(out)
+                if out.finish_reason is None and prefill and rid not in decoding:
+                    self.mem.checkpoint_kv_cache(req, plan.context_lens[rid] + n)
+                    self.mem.info(req).prefix_len = plan.context_lens[rid] + n
+        for rid in sorted(result.failed_kv_load_ids):
+            req = self.requests.get(rid)
+            if req is not None:
+                self._on_stop(req, RequestStatus.FINISHED_ERROR)
+                outputs.append(RequestOutput(rid, [], RequestStatus.FINISHED_ERROR))
+        return outputs
+
+    def _on_stop(self, req: Request, status: RequestStatus) -> None:
+        """A finish inserts prompt and outputs into the tree before the row is freed (SGLang's
+        `release_kv_cache(checkpoint=True)`); a failed KV load inserts nothing."""
+        if status != RequestStatus.FINISHED_ERROR:
+            self.mem.release_kv_cache(req, checkpoint=True)
+        super()._on_stop(req, status)
+
     # ---- leaving ----
     def _on_leave(self, req: Request) -> None:
-        """Free KV and the request-pool row; a batch member leaving un-fills the running batch."""
+        """Free KV, the tree lock and the request-pool row; a batch member leaving un-fills the
+        running batch."""
         if req.request_id in self.pool.slot_of:
             self.batch_is_full = False
-        super()._on_leave(req)
+        self.mem.release_kv_cache(req, checkpoint=False)
         self.pool.free(req.request_id)
         if req is self.chunked_req:
             self.chunked_req = None
@@ -283,8 +359,26 @@ class SGLangOverlapPolicy(BasePolicy):
         return aborted
 
     def check_invariants(self) -> None:
-        """Base checks, plus: every row holder is live and every running request holds a row."""
-        super().check_invariants()
+        """KV references (rows and tree), tree locks, request states and request-pool rows."""
+        self.mem.check_invariants()
+        bs = self.config.block_size
+        waiting_ids = {r.request_id for r in self.waiting}
+        assert len(waiting_ids) == len(self.waiting), "a request is queued twice"
+        running_ids = {r.request_id for r in self.running}
+        assert not waiting_ids & running_ids, "a request is both waiting and running"
+        assert (waiting_ids | running_ids) <= set(self.requests), "a queued request is not live"
+        for rid, blocks in self.kv.req_to_blocks.items():
+            assert rid in self.requests, f"{rid}: finished request still holds KV"
+            req = self.requests[rid]
+            assert len(blocks) >= -(-req.num_computed_tokens // bs), f"{rid}: blocks do not cover computed"
+        for req in self.requests.values():
+            assert not req.is_finished, f"{req.request_id}: finished but live"
+            assert req.num_in_flight_tokens >= 0 and req.num_output_placeholders >= 0, req.request_id
+            assert req.num_computed_tokens <= req.num_tokens + req.num_output_placeholders, req.request_id
+            if req.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED):
+                assert req.num_computed_tokens == 0 and not self.kv.get_block_ids(req.request_id), (
+                    f"{req.request_id}: waiting request holds KV"
+                )
         self.pool.check_invariants()
         for rid in self.pool.slot_of:
             assert rid in self.requests, f"{rid}: finished request holds a pool row"

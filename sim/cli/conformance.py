@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from schedsim.conformance import vllm
+from schedsim.conformance import dispatch
 
 
 def add_parser(sub: Any) -> None:
@@ -14,13 +14,20 @@ def add_parser(sub: Any) -> None:
         "conformance",
         help="replay scenario JSONs through our policies with a fake "
         "model and print each step log (the format the engines' oracles print)",
-        description="Replays each scenario through vllm / vllm-async and prints one "
-        "JSON line per step: {step, scheduled, preempted, finished}.",
+        description="Replays each scenario through our policy for its engine (the scenario's "
+        "format says which) and prints its step log in the engine's oracle format.",
+    )
+    p.add_argument(
+        "--batch",
+        metavar="OUTDIR",
+        default=None,
+        help="write each scenario's log to OUTDIR/<name>.jsonl, all in one process",
     )
     p.add_argument("scenarios", nargs="+", metavar="SCENARIO.json")
     p.set_defaults(func=cmd_conformance)
 
 
 def cmd_conformance(args: argparse.Namespace) -> int:
-    """Print the step logs; exit 2 if a scenario is invalid."""
-    return vllm.main(list(args.scenarios))
+    """Print (or write) the step logs; exit 2 if a scenario is invalid."""
+    batch = ["--batch", args.batch] if args.batch else []
+    return dispatch.main([*batch, *args.scenarios])

@@ -116,7 +116,10 @@ class RooflineModel:
     # ---- operator costs (one layer, one GPU) ---------------------------------------------
     def op(self, flops: float, nbytes: float, compute_eff: float, memory_eff: float) -> float:
         """One kernel: the slower of its compute and memory time, plus its launch."""
-        return max(flops / (self.peak_flops * compute_eff), nbytes / (self.hbm_bandwidth * memory_eff)) + self._ovh
+        return (
+            max(flops / (self.peak_flops * compute_eff), nbytes / (self.hbm_bandwidth * memory_eff))
+            + self._ovh
+        )
 
     def gemm(self, tokens: int, k: int, n: float) -> float:
         """A [tokens x k] @ [k x n] GEMM with weights read once."""
@@ -225,7 +228,10 @@ class RooflineModel:
         c = self.config
         flops, nbytes = self.prefill_attention_work(prefills)
         return (
-            max(flops / (self.peak_flops * c.attn_compute_eff), nbytes / (self.hbm_bandwidth * c.attn_memory_eff))
+            max(
+                flops / (self.peak_flops * c.attn_compute_eff),
+                nbytes / (self.hbm_bandwidth * c.attn_memory_eff),
+            )
             + self._attn_ovh
         )
 

@@ -109,15 +109,49 @@ def _policy_state(policy) -> tuple:
 
 
 def _sglang_state(policy) -> tuple | None:
-    """SGLang's own per-step state: the new-token ratio, request-pool rows, the full flag."""
+    """SGLang's own per-step state: the new-token ratio, request-pool rows, the full flag, the
+    radix tree (every node's key, blocks, locks and recency, the clock) and each request's tree
+    state."""
     if not hasattr(policy, "ratio"):
         return None
+    tree = policy.tree_cache
+    nodes = []
+    stack = [tree.root]
+    while stack:
+        node = stack.pop()
+        nodes.append(
+            (
+                node.node_id,
+                node.parent.node_id if node.parent else None,
+                tuple(node.key),
+                tuple(node.value),
+                node.lock_ref,
+                node.last_access_time,
+            )
+        )
+        stack.extend(node.children[k] for k in sorted(node.children, key=repr))
+    req_kv = {
+        rid: (
+            st.prefix_len,
+            st.cache_protected_len,
+            st.lock.node_id if st.lock else None,
+            st.last_node.node_id if st.last_node else None,
+        )
+        for rid, st in policy.mem.req_kv.items()
+    }
     return (
         policy.ratio.current,
         dict(policy.pool.slot_of),
         list(policy.pool.free_slots),
         policy.batch_is_full,
         dict(policy.max_new),
+        nodes,
+        tree.clock,
+        tree.evictable_units,
+        tree.protected_units,
+        sorted(n.node_id for n in tree.evictable_leaves),
+        req_kv,
+        policy.policy.waiting_prefix_refresh_calls,
     )
 
 

@@ -94,4 +94,5 @@ def test_aborts_release_everything_and_others_still_finish(name, spec, data, blo
         if req.status == RequestStatus.FINISHED_ABORTED:
             assert req.request_id in aborted
             assert req.request_id not in t.tokens or len(t.tokens[req.request_id]) < req.max_tokens
-    assert pol.kv.num_free_blocks == blocks - 1 and not pol.kv.req_to_blocks
+    # everything released (sglang-overlap's radix tree may keep unlocked, evictable prefixes)
+    assert pol.kv_usage() == 0.0 and not pol.kv.req_to_blocks

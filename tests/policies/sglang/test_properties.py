@@ -6,10 +6,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schedsim.policies import make_policy
+from schedsim.policies import make_policy  # noqa: E402
 from support.schedloop import check_run
 
 pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
+
 
 SETTINGS = settings(
     max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
@@ -62,6 +63,8 @@ def test_sglang_conserves_kv_and_finishes_every_request(variant, spec, data, blo
 
     def cap(prompt_len, max_tokens):  # init_req_max_new_tokens: context and empty-pool clips
         paged = -(-prompt_len // 4) * 4
-        return min(max_tokens, MAX_MODEL_LEN - prompt_len, (blocks - 1) * 4 - paged - 4 - 1)
+        pool = (blocks - 1) * 4
+        max_req_len = min(MAX_MODEL_LEN - 1, pool - 1)
+        return min(max_tokens, max_req_len - prompt_len - 1, pool - paged - 4 - 1)
 
     check_run(make, spec, arrivals, cap)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from schedsim.policies import RequestStatus, make_policy
+from schedsim.policies import RequestStatus, StepResult, make_policy  # noqa: E402
 from support.schedloop import make_request, run
 
 pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
@@ -218,3 +218,99 @@ def test_lpm_deprioritises_a_second_request_with_the_same_uncached_prefix():
         p.add_request(_ids_request(rid, ids))
     p.schedule()
     assert [r.request_id for r in p.waiting] == ["a", "c"]
+
+
+# ---- the radix cache, in SGLang scenarios (each expectation checked against SGLang 0.5.23) ----
+
+
+def _sglang_run(requests: list[tuple[str, list[int], int, int]], **config) -> list[dict]:
+    """Replay (id, prompt, max_new_tokens, arrival) requests in SGLang's scenario format."""
+    from schedsim.conformance.sglang import run_scenario
+
+    cfg = {
+        "pool_tokens": 2000,
+        "max_running": 8,
+        "chunked_prefill_size": None,
+        "max_prefill_tokens": 512,
+        "schedule_policy": "fcfs",
+        "max_model_len": 512,
+        "enable_prefix_caching": True,
+    }
+    cfg.update(config)
+    return run_scenario(
+        {
+            "name": "t",
+            "config": cfg,
+            "requests": [
+                {"id": i, "prompt": p, "max_new_tokens": n, "arrival": t} for i, p, n, t in requests
+            ],
+        }
+    )
+
+
+def test_prefix_hits_only_on_kv_computed_and_inserted():
+    """a and b share 40 tokens in one batch: both compute them. c arrives while a's prefill is in
+    flight: the tree does not have a's prompt yet. d arrives after a's result was processed (end
+    of step 1): it hits the 40 shared tokens."""
+    shared = list(range(1000, 1040))
+    log = _sglang_run(
+        [
+            ("a", shared + [1], 5, 0),
+            ("b", shared + [2], 5, 0),
+            ("c", shared + [3], 5, 1),
+            ("d", shared + [4], 5, 2),
+        ]
+    )
+    assert [line.get("extend") for line in log[:3]] == [
+        [["a", 0, 41], ["b", 0, 41]],
+        [["c", 0, 41]],
+        [["d", 40, 1]],
+    ]
+
+
+def test_a_retracted_request_keeps_only_its_inserted_prompt():
+    """q2 is retracted at step 123 with 55 outputs: its outputs were never inserted and are freed;
+    its prompt (inserted when its prefill result came back) stays in the tree, unlocked, so it
+    resumes with a 20-token hit and recomputes its 55 outputs."""
+    log = _sglang_run(
+        [(f"q{i}", list(range(2000 + 100 * i, 2020 + 100 * i)), 65, i) for i in range(3)],
+        pool_tokens=150,
+        max_prefill_tokens=256,
+    )
+    retracted = [(line["step"], line["retracted"]) for line in log if "retracted" in line]
+    assert retracted == [(123, ["q2"])]
+    assert log[123]["decode"] == ["q1"]
+    resumed = next(line for line in log[124:] if line["mode"] == "extend")
+    assert (resumed["step"], resumed["extend"]) == (133, [["q2", 20, 55]])
+
+
+def test_eviction_takes_the_least_recently_used_whole_leaf():
+    """Three 30-token prompts are cached (a oldest); big's 80 tokens need 20 more than the pool
+    has free: a's whole leaf goes, b and c stay; c2 then hits c, a2 misses."""
+    a, b, c = list(range(4000, 4030)), list(range(5000, 5030)), list(range(6000, 6030))
+    log = _sglang_run(
+        [
+            ("a", a, 1, 0),
+            ("b", b, 1, 2),
+            ("c", c, 1, 4),
+            ("big", list(range(7000, 7080)), 3, 6),
+            ("c2", c + [9], 2, 12),
+            ("a2", a + [9], 2, 12),
+        ],
+        pool_tokens=150,
+    )
+    assert log[6]["extend"] == [["big", 0, 80]]
+    assert log[12]["extend"] == [["c2", 30, 1], ["a2", 0, 31]]
+
+
+def test_intake_abort_is_reported_by_the_next_update():
+    """A prompt of max_req_len - 5 tokens or more is aborted at intake (SGLang's
+    validate_input_length): max_model_len 40 gives max_req_len 39, so 34 tokens are too many."""
+    p = sglang(max_model_len=40, block_size=4, max_num_batched_tokens=40)
+    p.add_request(make_request("long", 34, 3))
+    p.add_request(make_request("ok", 33, 3))
+    assert p.has_requests() and [r.request_id for r in p.waiting] == ["ok"]
+    plan = p.schedule()
+    assert list(plan.num_scheduled_tokens) == ["ok"] and plan.finished_req_ids == ["long"]
+    outs = p.update_from_output(plan, StepResult(step_id=plan.step_id, sampled_token_ids={"ok": [5]}))
+    assert [(o.request_id, o.finish_reason) for o in outs][0] == ("long", RequestStatus.FINISHED_ABORTED)
