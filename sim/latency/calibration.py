@@ -82,8 +82,37 @@ def fitted_roofline_config(gpu: GpuSpec, calibration: dict[str, Any] | None = No
     return RooflineConfig.from_gpu(gpu)
 
 
+def _calibrate_measurements(args: Any) -> tuple[dict[str, Any], str]:
+    """`calibrate --measurements`: one deployment's overhead terms and their held-out error."""
+    from .calibrate_overhead import calibrate_measurements
+    from .measurements import read_measurements
+
+    missing = [f"--{k}" for k in ("model", "gpu", "tp") if getattr(args, k) is None]
+    if missing:
+        raise ValueError(f"--measurements needs {', '.join(missing)} (the deployment measured)")
+    df = read_measurements(args.measurements, args.model, args.gpu, args.tp, args.engine,
+                           args.batch_size, args.input_len, args.output_len)
+    cal = calibrate_measurements(df, args.model, args.gpu, args.tp, args.engine,
+                                 source=str(args.measurements))
+
+    def pct(stats: dict[str, Any]) -> str:
+        if not stats.get("n"):
+            return "n/a (too few measurements)"
+        return (f"median {stats['median_abs']:.1%} (signed {stats['median_signed']:+.1%}), "
+                f"p90 {stats['p90_abs']:.1%}, n={stats['n']}")
+
+    terms = "; ".join(f"{k} {v}" for e in cal["engines"].values() for k, v in e.items())
+    gpu = "; ".join(f"{k} {v}" for g in cal["gpus"].values() for k, v in g.items())
+    summary = (f"calibrated {args.engine} for {args.model} on {args.gpu} tp={args.tp} from "
+               f"{len(df)} measurements\n  engine terms: {terms}\n  gpu: {gpu}; launch "
+               f"{cal['shared']['launch_us_per_layer']} us/layer\n"
+               f"  error before: {pct(cal['error_before'])}\n  in-sample:    {pct(cal['fit_error'])}\n"
+               f"  {cal['cv_error']['folds']}-fold held-out: {pct(cal['cv_error'])}")
+    return cal, summary
+
+
 def calibrate_from_args(args: Any) -> tuple[Path, str]:
-    """`schedsim calibrate`: one of --profile, --steps or --cpu; returns (path, summary)."""
+    """`schedsim calibrate`: one of --profile, --steps, --measurements or --cpu; (path, summary)."""
     out = Path(args.out)
     if args.profile:
         from .profiles import import_vidur, write_profiles
@@ -98,6 +127,8 @@ def calibrate_from_args(args: Any) -> tuple[Path, str]:
                  for g, entry in cal["gpus"].items()]
         summary = (f"imported {len(profiles.keys())} (model, gpu, tp) profiles into {folder}\n"
                    "roofline fit, median/p90 relative error per operator:\n" + "\n".join(lines))
+    elif getattr(args, "measurements", None):
+        cal, summary = _calibrate_measurements(args)
     elif args.steps:
         from .fitted import fit_step_model, read_step_csv
 

@@ -145,6 +145,10 @@ class TableModel:
         curve = self.profile.all_reduce
         return curve(nbytes) if curve is not None else self.roofline.all_reduce(nbytes)
 
+    def collective_time(self, tokens: int) -> float:
+        """All layers' TP all-reduces of a step of `tokens` tokens (two per layer)."""
+        return self.model.num_layers * 2 * self.all_reduce(tokens)
+
     def emb(self, tokens: int) -> float:
         """Embedding lookup (once per step)."""
         curve = self.profile.ops.get("emb")
