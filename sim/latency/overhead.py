@@ -40,11 +40,13 @@ class OverheadModel:
         self.model, self.gpu, self.tp = roofline.model, roofline.gpu, roofline.tp
         self.layers = self.model.num_layers
         self.engine = terms.engine
-        self.launch_floor = self.layers * terms.launch_us_per_layer * 1e-6
-        self.alpha = terms.allreduce_latency_s(self.tp)
-        self.scale = terms.kernel_scale
+        self.launch_floor: float = self.layers * terms.launch_us_per_layer * 1e-6
+        self.alpha: float = terms.allreduce_latency_s(self.tp)
+        self.scale: float = terms.kernel_scale
         self._dense: dict[int, tuple[float, float]] = {}
         self._head: dict[int, float] = {}
+        # plain decodes of n requests: (what is added to scale x base, the launch floor or 0)
+        self._decode: dict[int, tuple[float, float]] = {}
 
     # ---- the terms -------------------------------------------------------------------------
     def collectives(self, tokens: int) -> tuple[float, float]:
@@ -93,10 +95,13 @@ class OverheadModel:
     # ---- the latency-model interface -------------------------------------------------------
     def decode_step_time(self, num_decodes: int, ctx_sum: int) -> float:
         """step_time of plain decodes from their count and context sum (the fast-forward's path)."""
-        g = self.gpu_time(self.inner.decode_step_time(num_decodes, ctx_sum), num_decodes, num_decodes)
-        if self.eager(num_decodes, True) and self.launch_floor > g:
-            return self.launch_floor
-        return g
+        c = self._decode.get(num_decodes)
+        if c is None:
+            theirs, ours = self.collectives(num_decodes)
+            floor = self.launch_floor if self.eager(num_decodes, True) else 0.0
+            c = self._decode[num_decodes] = (ours + self.head(num_decodes) - self.scale * theirs, floor)
+        g = self.scale * self.inner.decode_step_time(num_decodes, ctx_sum) + c[0]
+        return c[1] if c[1] > g else g
 
     def step_time(self, shape: StepShape) -> float:
         """Seconds of one GPU step of this shape (plain decodes go through decode_step_time)."""
