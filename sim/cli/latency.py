@@ -18,9 +18,9 @@ from schedsim.latency import (
     make_cpu_cost_model,
     make_latency_model,
 )
-from schedsim.latency.explain import explain_step
 from schedsim.latency import list_gpu_specs as _gpu_names
 from schedsim.latency import list_model_specs as _model_names
+from schedsim.latency.explain import explain_step
 
 
 def list_model_specs() -> list[str]:

@@ -14,7 +14,6 @@ import numpy as np
 import pandas as pd
 
 from .engines import get_engine_profile, shipped_overhead_fit
-from .specs import get_gpu_spec, get_model_spec
 from .overhead_fit import (
     Param,
     StepTable,
@@ -26,6 +25,7 @@ from .overhead_fit import (
     subset,
     to_fit_file,
 )
+from .specs import get_gpu_spec, get_model_spec
 
 CV_FOLDS = 5
 
@@ -101,7 +101,8 @@ def calibrate_measurements(df: pd.DataFrame, model: str, gpu: str, tp: int, engi
     cal["engines"] = {cls: cal["engines"].get(cls, {})}
     entry = next((v for k, v in cal["gpus"].items() if family_of(k) == family_of(gpu)), None)
     cal["gpus"] = {get_gpu_spec(gpu).name: entry} if entry else {}
-    cal.update({"model": get_model_spec(model).name, "gpu": get_gpu_spec(gpu).name, "tp": int(tp), "engine": engine,
+    cal.update({"model": get_model_spec(model).name, "gpu": get_gpu_spec(gpu).name, "tp": int(tp),
+                "engine": engine,
                 "num_measurements": int(len(df)), "free_parameters": free,
                 "error_before": _stats(before), "fit_error": _stats(after),
                 "cv_error": {"folds": min(CV_FOLDS, len(df)),

@@ -15,10 +15,11 @@ The shipped sources, their provenance and licences: data/measurements/PROVENANCE
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -193,10 +194,11 @@ def _csv_rows(path: Path) -> list[dict[str, Any]]:
             if need not in cols:
                 raise ValueError(f"{path}: missing column {need!r} (or step_time_ms with step-shape "
                                  f"columns {list(_STEP_COLS)})")
-        shape = {"batch": int(_number(rec[batch_col], path, line, batch_col, True)),
+        shape: dict[str, float] = {"batch": int(_number(rec[batch_col], path, line, batch_col, True)),
                  "input_len": int(_number(rec["input_len"], path, line, "input_len", True)),
                  "output_len": int(_number(rec["output_len"], path, line, "output_len", True))}
-        if "max_num_batched_tokens" in cols and rec["max_num_batched_tokens"] == rec["max_num_batched_tokens"]:
+        budget = rec.get("max_num_batched_tokens")
+        if budget is not None and budget == budget:
             shape["max_num_batched_tokens"] = _number(rec["max_num_batched_tokens"], path, line,
                                                       "max_num_batched_tokens", True)
         found = False

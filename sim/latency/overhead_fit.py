@@ -18,8 +18,9 @@ prior. numpy only: a bounded Levenberg-Marquardt on a forward-difference Jacobia
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -176,8 +177,8 @@ def step_table(df: pd.DataFrame) -> StepTable:
             cols["cls"].append(profile.fitted_as)
             cols["nsteps"].append(profile.num_scheduler_steps)
             cols["phase"].append(s.phase)
-    arrays = {k: (v if k in ("family", "launcher", "cls", "phase") else np.asarray(v, dtype=float))
-              for k, v in cols.items()}
+    arrays: dict[str, Any] = {k: (v if k in ("family", "launcher", "cls", "phase")
+                                  else np.asarray(v, dtype=float)) for k, v in cols.items()}
     arrays["row"] = np.asarray(cols["row"], dtype=int)
     return StepTable(**arrays)
 
@@ -187,7 +188,7 @@ def subset(t: StepTable, rows: np.ndarray) -> StepTable:
     remap = -np.ones(int(t.row.max()) + 1 if len(t.row) else 0, dtype=int)
     remap[rows] = np.arange(len(rows))
     keep = remap[t.row] >= 0
-    out = {}
+    out: dict[str, Any] = {}
     for k in StepTable.__dataclass_fields__:
         v = getattr(t, k)
         out[k] = v[keep] if isinstance(v, np.ndarray) else [x for x, kp in zip(v, keep, strict=True) if kp]
