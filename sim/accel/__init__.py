@@ -54,6 +54,7 @@ COMPILED_MODULES = (
     "schedsim.worlds.simpy_world",
     "schedsim.latency.cpu_cost",
     "schedsim.latency.roofline",
+    "schedsim.latency.overhead",
 )
 GROUP = "schedsim_accel"  # mypyc's shared library: {GROUP}__mypyc
 # import name prefix -> source folder in the repository (pyproject's package-dir)

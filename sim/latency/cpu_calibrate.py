@@ -13,14 +13,13 @@ import time
 from dataclasses import replace
 
 import numpy as np
+from schedsim.policies import Request, StepResult, make_policy
 
 from .cpu_cost import CpuCostConfig, PhaseCost
 
 
 def _time_policy(policy_name: str, batch: int, steps: int) -> tuple[list[float], list[float]]:
     """(schedule, update) seconds per step of a policy decoding `batch` requests."""
-    from schedsim.policies import Request, StepResult, make_policy
-
     policy = make_policy(
         policy_name,
         block_size=16,

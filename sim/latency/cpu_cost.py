@@ -11,11 +11,18 @@ measurements report:
   together ~20 ms per step at batch 200 (v0.5).
 V1 cut these costs; we take the lower end. `calibrate_cpu_costs` replaces them with timings of
 our own policies measured in-process.
+
+With tensor parallelism the engine also broadcasts each step's scheduler output to the TP workers
+before they prepare their inputs: `tp_broadcast`, charged inside prepare_inputs when tp > 1. Its
+default (100 us, vLLM V1's shared-memory broadcast queue) is an estimate, not a measurement;
+`schedsim calibrate --measurements` fits it (docs/latency.md).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 CPU_PHASES = ("schedule", "update_from_output", "prepare_inputs", "d2h_copy")
 
@@ -51,6 +58,8 @@ class CpuCostConfig:
     phases: dict[str, PhaseCost] = field(default_factory=_defaults)
     scale: float = 1.0
     source: str = "defaults (vLLM public measurements, see module docstring)"
+    # scheduler output to the TP workers, added to prepare_inputs when tp > 1
+    tp_broadcast: PhaseCost = field(default_factory=lambda: PhaseCost(base=100e-6))
 
     def __post_init__(self) -> None:
         if not isinstance(self.scale, int | float) or self.scale < 0:
@@ -65,11 +74,13 @@ class CpuCostConfig:
         for kind, cost in self.phases.items():
             if not isinstance(cost, PhaseCost):
                 raise ValueError(f"CpuCostConfig: phases[{kind!r}] must be a PhaseCost")
+        if not isinstance(self.tp_broadcast, PhaseCost):
+            raise ValueError("CpuCostConfig: field 'tp_broadcast' must be a PhaseCost")
 
     @classmethod
     def from_dict(cls, raw: dict) -> CpuCostConfig:
         """Build from JSON/TOML: {"scale": s, "phases": {kind: {base, per_req, per_token}}}."""
-        unknown = sorted(set(raw) - {"scale", "phases", "source", "kind"})
+        unknown = sorted(set(raw) - {"scale", "phases", "source", "kind", "tp_broadcast"})
         if unknown:
             raise ValueError(f"CpuCostConfig: unknown field(s) {unknown}")
         phases = _defaults()
@@ -77,19 +88,34 @@ class CpuCostConfig:
             if kind not in CPU_PHASES:
                 raise ValueError(f"CpuCostConfig: unknown phase {kind!r}; known {list(CPU_PHASES)}")
             phases[kind] = PhaseCost(**cost)
-        return cls(phases=phases, scale=raw.get("scale", 1.0), source=raw.get("source", "user config"))
+        extra = {"tp_broadcast": PhaseCost(**raw["tp_broadcast"])} if "tp_broadcast" in raw else {}
+        return cls(
+            phases=phases, scale=raw.get("scale", 1.0), source=raw.get("source", "user config"), **extra
+        )
 
 
 class CpuCostModel:
     """Seconds each CPU phase of the engine loop takes for a step of a given size."""
 
-    def __init__(self, config: CpuCostConfig | None = None, scale: float | None = None) -> None:
+    def __init__(self, config: CpuCostConfig | None = None, scale: float | None = None, tp: int = 1) -> None:
         config = config or CpuCostConfig()
         if scale is not None:
-            config = CpuCostConfig(phases=config.phases, scale=scale, source=config.source)
-        self.config = config
+            config = CpuCostConfig(
+                phases=config.phases, scale=scale, source=config.source, tp_broadcast=config.tp_broadcast
+            )
+        if tp < 1:
+            raise ValueError(f"CpuCostModel: tp must be >= 1, got {tp}")
+        self.config, self.tp = config, tp
         s = config.scale
         self._coef = {k: (c.base * s, c.per_req * s, c.per_token * s) for k, c in config.phases.items()}
+        if tp > 1:  # the workers need the scheduler output before they prepare their inputs
+            b = config.tp_broadcast
+            base, per_req, per_token = self._coef["prepare_inputs"]
+            self._coef["prepare_inputs"] = (
+                base + b.base * s,
+                per_req + b.per_req * s,
+                per_token + b.per_token * s,
+            )
 
     @property
     def scale(self) -> float:
@@ -113,15 +139,14 @@ class CpuCostModel:
         return {
             "scale": self.config.scale,
             "source": self.config.source,
+            "tp": self.tp,
             "phases": {k: asdict(v) for k, v in self.config.phases.items()},
+            "tp_broadcast": asdict(self.config.tp_broadcast),
         }
 
 
 def load_cpu_cost(path: str) -> CpuCostModel:
     """A CPU-cost model from a "cpu-cost" calibration file (`schedsim calibrate --cpu`)."""
-    import json
-    from pathlib import Path
-
     try:
         raw = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as exc:

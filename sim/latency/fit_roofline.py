@@ -20,7 +20,7 @@ from .roofline import RooflineConfig, RooflineModel
 from .specs import GpuSpec, get_gpu_spec, get_model_spec
 
 # GPUs without their own measurements borrow the fit of a GPU with the same generation of SMs.
-FIT_DONOR = {"h200": "h100-sxm"}
+FIT_DONOR = {"h200": "h100-sxm", "a100-40gb": "a100-80gb"}
 _BOUNDS = {
     "gemm_compute_eff": (0.05, 1.0),
     "gemm_memory_eff": (0.05, 1.0),

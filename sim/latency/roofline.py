@@ -187,6 +187,18 @@ class RooflineModel:
         one_way = self.gpu.nvlink_gbps * 1e9 / 2 * c.comm_bw_eff
         return 2 * (self.tp - 1) / self.tp * nbytes / one_way + c.comm_latency_us * 1e-6
 
+    def all_reduce_bandwidth(self, nbytes: float) -> float:
+        """The bandwidth part of one ring all-reduce over the TP group (no fixed latency)."""
+        if self.tp == 1:
+            return 0.0
+        one_way = self.gpu.nvlink_gbps * 1e9 / 2 * self.config.comm_bw_eff
+        return 2 * (self.tp - 1) / self.tp * nbytes / one_way
+
+    def collective_time(self, tokens: int) -> float:
+        """All layers' TP all-reduces of a step of `tokens` tokens (two per layer)."""
+        m = self.model
+        return m.num_layers * 2 * self.all_reduce(tokens * m.hidden_size * m.dtype_bytes)
+
     def lm_head(self, sampled: int) -> float:
         """Final norm + vocab projection for the sampled positions only (vocab sharded by TP)."""
         if sampled == 0:

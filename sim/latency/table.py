@@ -19,7 +19,7 @@ from .profiles import (
     shipped_profiles,
 )
 from .roofline import RooflineModel
-from .specs import GpuSpec, ModelSpec, get_model_spec
+from .specs import GpuSpec, ModelSpec, get_model_spec, list_model_specs
 
 _first, _second = itemgetter(0), itemgetter(1)
 LAYER_OPS = tuple(op for op in COMPUTE_OPS if op != "emb")
@@ -111,8 +111,6 @@ def _layer_key(m: ModelSpec) -> tuple:
 def same_layer_shapes(model: ModelSpec) -> list[str]:
     """Shipped specs whose layers are identical (e.g. Llama-3.1-8B and Llama-3-8B): their
     per-operator profiles apply unchanged."""
-    from .specs import list_model_specs
-
     key = _layer_key(model)
     return [n for n in list_model_specs() if n != model.name and _layer_key(get_model_spec(n)) == key]
 
@@ -162,6 +160,10 @@ class TableModel:
         nbytes = tokens * self.model.hidden_size * self.model.dtype_bytes
         curve = self.profile.all_reduce
         return curve(nbytes) if curve is not None else self.roofline.all_reduce(nbytes)
+
+    def collective_time(self, tokens: int) -> float:
+        """All layers' TP all-reduces of a step of `tokens` tokens (two per layer)."""
+        return self.model.num_layers * 2 * self.all_reduce(tokens)
 
     def emb(self, tokens: int) -> float:
         """Embedding lookup (once per step)."""

@@ -6,8 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from schedsim.latency import make_latency_model
-from schedsim.latency.cpu_cost import CpuCostModel, load_cpu_cost
+from schedsim.latency import make_cpu_cost_model, make_latency_model
 from schedsim.latency.memory import kv_pool_blocks
 from schedsim.latency.specs import get_model_spec
 from schedsim.policies import get_policy_info, load_plugins, make_policy
@@ -36,11 +35,10 @@ def make_latency(cfg: RunConfig) -> Any:
 
 
 def make_cpu_model(cfg: RunConfig) -> Any:
-    """The CPU phase-cost model (defaults, or a `schedsim calibrate --cpu` file), scaled."""
-    if cfg.cpu_cost_file is None:
-        return CpuCostModel(scale=cfg.cpu_cost_scale)
-    base = load_cpu_cost(cfg.cpu_cost_file)
-    return CpuCostModel(base.config, scale=base.scale * cfg.cpu_cost_scale)
+    """The CPU phase-cost model (a `calibrate --cpu` file, else the engine's host terms), scaled."""
+    return make_cpu_cost_model(
+        cfg.gpu, cfg.tp, cfg.latency_calibration, cpu_cost_file=cfg.cpu_cost_file, scale=cfg.cpu_cost_scale
+    )
 
 
 @dataclass

@@ -107,7 +107,7 @@ def test_latency_models_and_scheduler_options_identical(policy: str, engine: str
 @pytest.mark.parametrize("policy,engine", sorted(JUMPING))
 def test_fitted_step_model_without_closed_form_identical(policy: str, engine: str, tmp_path) -> None:
     """A latency model without decode_step_time: the jump builds each step's shape."""
-    from schedsim.latency.calibration import calibrate_from_args
+    from schedsim.latency.calibrate import calibrate_from_args
 
     rows = [
         {"step_time_ms": 5.0 + 0.01 * p + 0.2 * d, "prefill_tokens": p, "decode_count": d}

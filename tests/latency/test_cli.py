@@ -38,7 +38,7 @@ def test_latency_prints_step_time_breakdown_and_kinds(capsys):
         capsys,
     )
     assert code == 0
-    assert "(table model)" in out.out and "all_reduce" in out.out and "roofline" in out.out
+    assert "(table model, engine vllm)" in out.out and "all_reduce" in out.out and "roofline" in out.out
     code, out = run(
         [
             "latency",
@@ -102,3 +102,44 @@ def test_calibrate_steps_csv(tmp_path, capsys):
 def test_spec_listings():
     assert any(line.startswith("llama-3.1-70b") for line in model_lines())
     assert any(line.startswith("h200") for line in gpu_lines())
+
+
+def test_latency_explain_splits_the_step_by_term(capsys):
+    argv = [
+        "latency",
+        "--model",
+        "llama-2-70b",
+        "--gpu",
+        "a100",
+        "--tp",
+        "8",
+        "--decode-batch",
+        "8",
+        "--decode-context",
+        "500",
+        "--engine",
+        "vllm-v0-eager",
+        "--explain",
+    ]
+    code, out = run(argv, capsys)
+    assert code == 0
+    for term in (
+        "compute",
+        "memory",
+        "kernel_fixed",
+        "collectives",
+        "sampler",
+        "launch_floor",
+        "schedule",
+        "prepare_inputs",
+        "synchronous step total",
+    ):
+        assert term in out.out
+    code, out = run([*argv, "--json"], capsys)
+    data = json.loads(out.out)
+    ex = data["explain_ms"]
+    assert sum(ex["gpu_step_ms"].values()) == pytest.approx(data["step_time_ms"])
+    assert ex["gpu_step_ms"]["launch_floor"] > 0  # an eager 80-layer decode step is launch-bound
+    assert ex["sync_step_ms"] == pytest.approx(data["step_time_ms"] + sum(ex["host_cpu_ms"].values()))
+    code, out = run([*argv[:-3], "--engine", "none", "--explain"], capsys)
+    assert code == 2 and "--explain needs" in out.err

@@ -7,7 +7,7 @@ from schedsim.latency import RooflineModel, StepShape, get_gpu_spec, get_model_s
 
 
 def roofline(model="llama-3.1-8b", gpu="h100-sxm", tp=1):
-    return make_latency_model(model, gpu, tp, kind="roofline")
+    return make_latency_model(model, gpu, tp, kind="roofline", engine="none")
 
 
 def test_empty_step_costs_nothing():

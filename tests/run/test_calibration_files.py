@@ -40,7 +40,7 @@ def test_fitted_latency_calibration_drives_step_times(tmp_path):
     ]
     csv = tmp_path / "steps.csv"
     pd.DataFrame(rows).to_csv(csv, index=False)
-    from schedsim.latency.calibration import calibrate_from_args
+    from schedsim.latency.calibrate import calibrate_from_args
 
     class Args:
         profile = None
