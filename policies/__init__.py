@@ -19,7 +19,14 @@ from . import sglang as sglang  # "sglang-overlap"
 from . import trtllm as trtllm  # "trtllm:<capacity policy>"
 from . import vllm as vllm  # "vllm", "vllm-async"
 from .config import SchedulerConfig
-from .interface import Executor, FastForwardHooks, HasRunCounters, Policy, SupportsFastForward
+from .interface import (
+    Executor,
+    FastForwardHooks,
+    HasRunCounters,
+    Policy,
+    SupportsFastForward,
+    SupportsGrammarBitmask,
+)
 from .plan import RequestOutput, StepPlan, StepResult
 from .registry import (
     ENTRY_POINT_GROUP,
@@ -44,6 +51,7 @@ __all__ = [
     "RequestStatus",
     "SchedulerConfig",
     "SupportsFastForward",
+    "SupportsGrammarBitmask",
     "StepPlan",
     "StepResult",
     "get_policy_info",

@@ -1,5 +1,5 @@
 """The step interface's protocols (Policy, Executor) and the optional capabilities a policy may
-declare (exact fast-forward, run counters); `registry.py` names policies by plain strings.
+declare (exact fast-forward, grammar bitmasks, run counters); `registry.py` names policies.
 
 A new policy needs only `Policy` (or `schedsim.policies.baselines.BasePolicy`). A capability is a
 second protocol: the simulator asks `isinstance(policy, SupportsFastForward)` and, if so, works
@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from .config import SchedulerConfig
-from .plan import RequestOutput, StepPlan, StepResult
+from .plan import GrammarOutput, RequestOutput, StepPlan, StepResult
 from .request import Request
 
 
@@ -104,6 +104,16 @@ class SupportsFastForward(Protocol):
 
     def fast_forward(self) -> FastForwardHooks:
         """The companion that implements FastForwardHooks for this policy instance."""
+
+
+@runtime_checkable
+class SupportsGrammarBitmask(Protocol):
+    """Optional: structured output. vLLM's EngineCore asks the scheduler for the grammar bitmask
+    of each step before that step samples (the sampler needs it), so the engine thread fills it
+    while the GPU waits to sample."""
+
+    def get_grammar_bitmask(self, plan: StepPlan) -> GrammarOutput | None:
+        """The bitmask rows the step's sampling applies, None when it applies none."""
 
 
 @runtime_checkable

@@ -1,4 +1,4 @@
-"""StepPlan (vLLM's SchedulerOutput), StepResult (ModelRunnerOutput) and RequestOutput."""
+"""StepPlan (vLLM's SchedulerOutput), GrammarOutput, StepResult (ModelRunnerOutput), RequestOutput."""
 
 from __future__ import annotations
 
@@ -73,6 +73,19 @@ class StepPlan:
     def is_empty(self) -> bool:
         """No tokens scheduled."""
         return self.total_num_scheduled_tokens == 0
+
+
+@dataclass(slots=True, init=False)
+class GrammarOutput:
+    """vLLM's GrammarOutput: the requests whose grammar bitmask rows a step's sampling applies, in
+    row order; each owns 1 + num_spec_tokens rows (schedsim has no grammar, so no bitmask)."""
+
+    structured_output_request_ids: list[str]
+    num_rows: int
+
+    def __init__(self, structured_output_request_ids: list[str], num_rows: int) -> None:
+        self.structured_output_request_ids = structured_output_request_ids
+        self.num_rows = num_rows
 
 
 @dataclass(slots=True, init=False)

@@ -51,6 +51,9 @@ class Request:
     lora_id: int | None = None
     beam_width: int = 1
     num_spec_tokens: int = 0
+    # structured output: the grammar is compiled (vLLM's structured_output_request.grammar is set);
+    # until then vLLM keeps the request in WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR
+    grammar_ready: bool = True
     # ---- scheduling state (owned by the policy) ----
     status: RequestStatus = RequestStatus.WAITING
     num_computed_tokens: int = 0

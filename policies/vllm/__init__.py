@@ -6,6 +6,7 @@
 | `async_scheduler.py` | `vllm/v1/core/sched/async_scheduler.py` |
 | `request_queue.py`   | `vllm/v1/core/sched/request_queue.py`   |
 | `utils.py`           | `vllm/v1/core/sched/utils.py` (`check_stop`) |
+| `structured_output.py` | `vllm/v1/structured_output/__init__.py` (`StructuredOutputManager`) |
 | `config.py`          | the SchedulerConfig/CacheConfig knobs the scheduler reads |
 | `fastforward.py`     | none: the simulator's exact fast-forward, a companion of the scheduler |
 

@@ -20,6 +20,12 @@ class AsyncScheduler(Scheduler):
     max_concurrent_batches = 2
 
     def __init__(self, config: VllmConfig) -> None:
+        if config.num_spec_tokens > 0 and config.spec_method == "ngram":
+            # vLLM's VllmConfig: the V1 model runner has no async scheduling with ngram drafts
+            raise ValueError(
+                "VllmConfig.spec_method 'ngram' cannot run with async scheduling "
+                "(vllm-async); use 'draft_model' or the vllm policy"
+            )
         super().__init__(config)
         # reusable read-only placeholder list for speculative decoding
         self._spec_token_placeholders: list[int] = [-1] * config.num_spec_tokens

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 from ..config import SchedulerConfig
 
+SPEC_METHODS = ("draft_model", "ngram")
+
 
 @dataclass
 class VllmConfig(SchedulerConfig):
@@ -22,6 +24,27 @@ class VllmConfig(SchedulerConfig):
     # Keep freed blocks out of the pool until no in-flight step can still write them (vLLM turns
     # this on only for a KV-consumer connector with >1 batch in flight).
     defer_block_free: bool = False
+    # Speculative decoding's proposer (SpeculativeConfig.method) when num_spec_tokens > 0:
+    # "draft_model" drafts with a model of its own (one extra input slot per scheduled request,
+    # num_spec_tokens KV lookahead slots); "ngram" matches the prompt on the CPU (neither).
+    spec_method: str = "draft_model"
+
+    @property
+    def uses_draft_model(self) -> bool:
+        """SpeculativeConfig.uses_draft_model(): drafts come from a draft model's forward passes."""
+        return self.num_spec_tokens > 0 and self.spec_method == "draft_model"
+
+    @property
+    def max_num_new_slots_for_drafting(self) -> int:
+        """SpeculativeConfig.max_num_new_slots_for_drafting: input-budget slots each scheduled
+        request costs on top of its tokens (the autoregressive draft model keeps one more)."""
+        return 1 if self.uses_draft_model else 0
+
+    @property
+    def num_lookahead_tokens(self) -> int:
+        """VllmConfig.num_lookahead_tokens: KV slots reserved past the scheduled tokens, where the
+        draft model writes its drafts' KV."""
+        return self.num_spec_tokens if self.uses_draft_model else 0
 
     def __post_init__(self) -> None:
         """vLLM's own config checks, naming the field."""
@@ -44,6 +67,14 @@ class VllmConfig(SchedulerConfig):
             )
         if not 0.0 <= self.watermark < 1.0:
             raise ValueError(f"{name}.watermark must be in [0, 1), got {self.watermark}")
+        if self.spec_method not in SPEC_METHODS:
+            raise ValueError(f"{name}.spec_method must be one of {SPEC_METHODS}, got {self.spec_method!r}")
+        if self.max_num_batched_tokens <= self.num_lookahead_tokens:
+            raise ValueError(
+                f"{name}.max_num_batched_tokens ({self.max_num_batched_tokens}) must exceed "
+                f"num_lookahead_tokens ({self.num_lookahead_tokens}, the draft model's "
+                "num_spec_tokens)"
+            )
         need = -(-self.max_model_len // self.block_size)
         if need > self.num_gpu_blocks - 1:
             raise ValueError(

@@ -16,11 +16,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from ..kv_cache import KVCacheManager
-from ..plan import RequestOutput, StepPlan, StepResult
+from ..plan import GrammarOutput, RequestOutput, StepPlan, StepResult
 from ..request import Request, RequestStatus
 from .config import VllmConfig
 from .fastforward import VllmFastForward
 from .request_queue import create_request_queue
+from .structured_output import StructuredOutputManager
 from .utils import check_stop
 
 
@@ -77,6 +78,10 @@ class Scheduler:
         self.priority = config.scheduling_policy == "priority"
         self.max_num_active = config.max_num_active_seqs or config.max_num_seqs
         self.num_spec_tokens = config.num_spec_tokens
+        # draft_model: k KV slots past the scheduled tokens, one more input slot per request
+        self.num_lookahead_tokens = config.num_lookahead_tokens
+        self.draft_slots = config.max_num_new_slots_for_drafting
+        self.structured_output_manager = StructuredOutputManager(config.num_spec_tokens)
         # reported in the next plan, then cleared (vLLM's sets, kept in order here)
         self.finished_req_ids: list[str] = []
         self.preempted_req_ids: list[str] = []
@@ -108,12 +113,13 @@ class Scheduler:
         num_scheduled, context, spec_out = st.num_scheduled, st.context, st.spec
         threshold = st.threshold
         token_budget, input_budget = st.token_budget, st.input_budget
+        draft_slots, lookahead = self.draft_slots, self.num_lookahead_tokens
         # KV fast path (no append_slots when no block is needed and nothing new gets cached: most
-        # decode steps); every other case goes through append_slots.
+        # decode steps); every other case goes through append_slots (allocate_slots with lookahead).
         req_index = 0
         while req_index < len(running) and token_budget > 0:
             request = running[req_index]
-            if input_budget <= 0:
+            if input_budget <= draft_slots:
                 break
             placeholders = request.num_output_placeholders
             computed = request.num_computed_tokens
@@ -126,17 +132,21 @@ class Scheduler:
                 num_new = threshold
             if num_new > token_budget:
                 num_new = token_budget
-            if num_new > input_budget:
-                num_new = input_budget
+            if num_new > input_budget - draft_slots:
+                num_new = input_budget - draft_slots
             if num_new > max_model_len - computed - 1:
                 num_new = max_model_len - computed - 1
             if num_new <= 0:
                 req_index += 1  # fully scheduled but not yet processed: let others run
                 continue
             rid = request.request_id
-            if kv.holds_new_tokens(rid, computed + num_new, num_tokens):
-                pass  # the request's blocks already hold the new tokens
-            elif not kv.append_slots(request, num_new):
+            if kv.holds_new_tokens(rid, computed + num_new + lookahead, num_tokens):
+                pass  # the request's blocks already hold the new tokens (and the lookahead)
+            elif not (
+                kv.append_slots(request, num_new)
+                if not lookahead
+                else kv.allocate_slots(request, num_new, num_lookahead_tokens=lookahead) is not None
+            ):
                 st.token_budget, st.input_budget = token_budget, input_budget
                 ok, req_index = self._allocate_or_preempt(st, request, num_new, req_index)
                 token_budget, input_budget = st.token_budget, st.input_budget
@@ -150,7 +160,7 @@ class Scheduler:
             num_scheduled[rid] = num_new
             context[rid] = computed
             token_budget -= num_new
-            input_budget -= num_new
+            input_budget -= num_new + draft_slots
             if self.recompute_frontier:
                 self._count_recompute(request, num_new, computed)
             req_index += 1
@@ -166,7 +176,8 @@ class Scheduler:
     ) -> tuple[bool, int]:
         """After a failed allocate_slots: preempt victims (last running / lowest priority) until it fits."""
         running = self.running
-        if self.kv.allocate_slots(request, num_new) is not None:
+        lookahead = self.num_lookahead_tokens
+        if self.kv.allocate_slots(request, num_new, num_lookahead_tokens=lookahead) is not None:
             return True, req_index
         while True:
             if self.priority:
@@ -184,7 +195,7 @@ class Scheduler:
                 if n is not None:  # already scheduled this step: give its budget back
                     st.scheduled_running.remove(victim)
                     st.token_budget += n
-                    st.input_budget += n
+                    st.input_budget += n + self.draft_slots
                     st.spec.pop(victim.request_id, None)
                     st.context.pop(victim.request_id, None)
             else:
@@ -193,7 +204,7 @@ class Scheduler:
             st.preempted.append(victim)
             if victim is request:
                 return False, req_index
-            if self.kv.allocate_slots(request, num_new) is not None:
+            if self.kv.allocate_slots(request, num_new, num_lookahead_tokens=lookahead) is not None:
                 return True, req_index
 
     def _preempt_request(self, request: Request) -> None:
@@ -214,20 +225,25 @@ class Scheduler:
         self.preempted_req_ids.append(request.request_id)
 
     def _schedule_waiting(self, st: _StepState) -> None:
-        """Admit waiting requests in queue order until budget, seats or KV run out (no preemption)."""
+        """Admit waiting requests in queue order until budget, seats or KV run out (no preemption);
+        requests still compiling their grammar or with stale output in flight are skipped in place."""
         cfg = self.config
         waiting = self.waiting
         skipped: list[Request] = []
         k = self.num_spec_tokens
+        draft_slots = self.draft_slots
         while st.token_budget > 0:
-            if not waiting or st.input_budget <= 0 or len(self.running) >= self.max_num_active:
+            if not waiting or st.input_budget <= draft_slots or len(self.running) >= self.max_num_active:
                 break
             request = waiting.peek_request()
+            if not self._handle_blocked_waiting_request(request):
+                skipped.append(waiting.pop_request())  # its grammar is not compiled yet
+                continue
             if request.num_stale_output_tokens:
                 skipped.append(waiting.pop_request())  # its in-flight output has not come back yet
                 continue
             hit, num_computed = self.kv.get_computed_blocks(request)
-            budget = min(st.token_budget, st.input_budget)
+            budget = min(st.token_budget, st.input_budget - draft_slots)  # request_token_budget
             num_new = request.num_tokens - num_computed
             pad = False
             if (
@@ -251,6 +267,7 @@ class Scheduler:
                     num_new,
                     num_computed,
                     hit,
+                    num_lookahead_tokens=self.num_lookahead_tokens,
                     full_sequence_must_fit=cfg.scheduler_reserve_full_isl,
                     has_scheduled_reqs=bool(self.running),
                 )
@@ -264,9 +281,24 @@ class Scheduler:
             request.num_computed_tokens = num_computed
             self._record(st, request, num_new, num_computed)
             if pad:
+                # vLLM 0.33.0 asserts here: 0 < long_prefill_token_threshold < 1 + k cuts the
+                # padded admission, and the engine dies
+                assert num_new == 1 + k, (
+                    f"{request.request_id}: padded admission of {num_new} "
+                    f"tokens, not 1 + num_spec_tokens = {1 + k} (vLLM asserts)"
+                )
                 st.spec[request.request_id] = [-1] * k
         if skipped:
             waiting.prepend_requests(skipped)
+
+    def _handle_blocked_waiting_request(self, request: Request) -> bool:
+        """True if the waiting request may be scheduled; a structured request leaves
+        WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR only here, when a scan reaches it compiled."""
+        if request.status == RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR:
+            if not request.grammar_ready:
+                return False
+            request.status = RequestStatus.WAITING
+        return True
 
     def _record(self, st: _StepState, request: Request, num_new: int, context: int) -> None:
         """Charge the budgets for an admitted request."""
@@ -274,7 +306,7 @@ class Scheduler:
         st.num_scheduled[rid] = num_new
         st.context[rid] = context
         st.token_budget -= num_new
-        st.input_budget -= num_new
+        st.input_budget -= num_new + self.draft_slots
         if self.recompute_frontier:
             self._count_recompute(request, num_new, context)
 
@@ -460,9 +492,13 @@ class Scheduler:
 
     # ---------------------------------------------------------------- requests in and out
     def add_request(self, request: Request) -> None:
-        """Queue a new arrival (status WAITING)."""
+        """Queue a new arrival: WAITING, or WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR with structured
+        output (as vLLM's Request starts), promoted by the first waiting scan that finds its grammar
+        compiled."""
         if request.request_id in self.requests:
             raise ValueError(f"duplicate request id {request.request_id!r}")
+        if request.structured_output:
+            request.status = RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR
         self.requests[request.request_id] = request
         self.waiting.add_request(request)
 
@@ -512,7 +548,8 @@ class Scheduler:
         return self.kv.usage
 
     def update_draft_token_ids(self, drafts: Mapping[str, list[int]]) -> None:
-        """Drafts proposed after a step; ignored for prefill chunks (they sampled nothing)."""
+        """Drafts proposed after a step, cut to their grammar-valid prefix (structured output);
+        ignored for prefill chunks (they sampled nothing)."""
         for rid, tokens in drafts.items():
             request = self.requests.get(rid)
             if request is None or request.is_finished:
@@ -521,7 +558,47 @@ class Scheduler:
                 if request.spec_token_ids:
                     request.spec_token_ids = []
                 continue
-            request.spec_token_ids = list(tokens)
+            request.spec_token_ids = self.structured_output_manager.validate_tokens(request, list(tokens))
+
+    def update_draft_token_ids_in_output(
+        self, drafts: Mapping[str, list[int]], plan: StepPlan
+    ) -> dict[str, int]:
+        """A deferred batch gets the real drafts in place of its placeholders before its bitmask:
+        cut to the scheduled count, grammar-invalid ones (and what follows) become -1 again.
+        Returns vLLM's num_invalid_spec_tokens (request id -> drafts turned back into -1)."""
+        num_invalid_spec_tokens: dict[str, int] = {}
+        sched_spec_tokens = plan.spec_decode_tokens
+        for rid, tokens in drafts.items():
+            request = self.requests.get(rid)
+            if request is None or request.is_finished:
+                continue
+            placeholders = sched_spec_tokens.get(rid)
+            if not placeholders:
+                continue
+            num_scheduled = len(placeholders)
+            valid = self.structured_output_manager.validate_tokens(request, list(tokens[:num_scheduled]))
+            num_invalid = num_scheduled - len(valid)
+            if num_invalid:
+                valid = valid + [-1] * num_invalid
+                num_invalid_spec_tokens[rid] = num_invalid
+            sched_spec_tokens[rid] = valid
+        return num_invalid_spec_tokens
+
+    def get_grammar_bitmask(self, plan: StepPlan) -> GrammarOutput | None:
+        """The bitmask rows of a step's sampling: its structured requests that sample, in
+        scheduling order; a request finished since the plan was made (by the update a deferred
+        batch waits for) has none."""
+        if not plan.has_structured_output_requests:
+            return None
+        requests = self.requests
+        ids: list[str] = []
+        for rid in plan.num_scheduled_tokens:
+            request = requests.get(rid)
+            if request is not None and request.structured_output and not request.is_prefill_chunk:
+                ids.append(rid)
+        if not ids:
+            return None
+        return GrammarOutput(ids, self.structured_output_manager.grammar_bitmask(ids))
 
     def _request_blocks_can_be_freed(self, request: Request) -> bool:
         """Under deferred free, a victim still being written by an in-flight step cannot help now."""

@@ -1,126 +1,48 @@
-"""`schedsim conformance SCENARIO.json`: replay a scenario on our vLLM policies with a fake model.
+"""`schedsim conformance`: replay scenarios on our vLLM policies with the oracle's fake model.
 
-The step log matches the vLLM oracle (vLLM 0.33.0's own scheduler, docs/policies-vllm.md) line for line: one JSON line
+The step log matches the vLLM oracle (`shared/oracle/vllm_oracle.py`) line for line: one JSON line
 per step with the tokens scheduled, the requests preempted by that step's schedule() and the
-requests whose finish the update done during that step reported.
+requests whose finish the update done during that step reported; with speculative decoding the
+draft positions and accepted drafts of the step's batch (`spec`, `accepted`), with structured
+output the requests with grammar-bitmask rows and whether the batch's sampling was deferred
+(`grammar`, `deferred`). The scenario contract is in `vllm_scenario.py`, the fake model in
+`vllm_fake_model.py`; this module plays EngineCore's order around them:
+
+step s: arrivals -> grammars compiled by now -> aborts -> schedule() -> fake output -> the
+grammar bitmask unless deferred -> `vllm`: update_from_output(s), then its drafts
+(update_draft_token_ids); `vllm-async`: update_from_output(s-1), then for a deferred batch the
+previous batch's drafts (update_draft_token_ids_in_output) and the bitmask.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
+from schedsim.conformance.vllm_fake_model import FIRST_GRAMMAR_INVALID, FakeModel
+from schedsim.conformance.vllm_scenario import EOS_ID, ScenarioError, validate
 from schedsim.policies import Request, StepPlan, StepResult, make_policy
+from schedsim.policies.vllm.structured_output import StructuredOutputManager
 
-EOS_ID = 2
-VOCAB_SIZE = 50272
-MAX_POSITION_EMBEDDINGS = 2048  # the oracle's fake model: vLLM rejects a longer max_model_len
-CONFIG_KEYS = (
-    "block_size",
-    "num_gpu_blocks",
-    "max_num_seqs",
-    "max_num_batched_tokens",
-    "max_model_len",
-    "enable_prefix_caching",
-    "enable_chunked_prefill",
-    "long_prefill_token_threshold",
-    "scheduling_policy",
-)
-CONFIG_DEFAULTS: dict[str, Any] = {
-    "block_size": 16,
-    "num_gpu_blocks": 40,
-    "max_num_seqs": 8,
-    "max_num_batched_tokens": 128,
-    "max_model_len": 512,
-    "enable_prefix_caching": True,
-    "enable_chunked_prefill": True,
-    "long_prefill_token_threshold": 0,
-    "scheduling_policy": "fcfs",
-}
+__all__ = ["ScenarioError", "format_log", "main", "run_scenario", "validate"]
+
+USAGE = """usage: schedsim conformance SCENARIO.json [SCENARIO.json ...]
+       schedsim conformance --batch OUTDIR SCENARIO.json [SCENARIO.json ...]
+Replays scenarios through vllm / vllm-async with the vLLM oracle's fake model and prints one JSON
+line per step: {step, scheduled, preempted, finished} (+ spec, accepted with num_spec_tokens > 0;
++ grammar, deferred with structured requests). --batch writes OUTDIR/<name>.jsonl per scenario
+(<name>.err for a failed one, as the oracle's --batch does). Exit 2: an invalid scenario; 1: a
+scenario vLLM 0.33.0 itself fails on (an assertion)."""
 
 
-class ScenarioError(ValueError):
-    """A scenario vLLM itself would reject, or one that breaks the format."""
-
-
-def _check_request(r: dict, idx: int, max_model_len: int, ids: set[str]) -> None:
-    """Validate one request entry, naming it."""
-    rid = r.get("id")
-    where = f"requests[{idx}]"
-    if not isinstance(rid, str) or rid in ids:
-        raise ScenarioError(f"{where}.id missing or duplicated: {rid!r}")
-    ids.add(rid)
-    p = r.get("prompt_token_ids")
-    if not isinstance(p, list) or not p or not all(isinstance(t, int) and 0 <= t < VOCAB_SIZE for t in p):
-        raise ScenarioError(f"{where} ({rid}).prompt_token_ids must be non-empty ints in [0, {VOCAB_SIZE})")
-    mt = r.get("max_tokens")
-    if not isinstance(mt, int) or mt < 1:
-        raise ScenarioError(f"{where} ({rid}).max_tokens must be an int >= 1")
-    if len(p) + mt > max_model_len:
-        raise ScenarioError(
-            f"{where} ({rid}): prompt ({len(p)}) + max_tokens ({mt}) > max_model_len ({max_model_len})"
-        )
-    st = r.get("arrival_step", 0)
-    if not isinstance(st, int) or st < 0:
-        raise ScenarioError(f"{where} ({rid}).arrival_step must be an int >= 0")
-    ea = r.get("eos_after")
-    if ea is not None and (not isinstance(ea, int) or ea < 1):
-        raise ScenarioError(f"{where} ({rid}).eos_after must be null or an int >= 1")
-    if not isinstance(r.get("priority", 0), int):
-        raise ScenarioError(f"{where} ({rid}).priority must be an int")
-
-
-def validate(sc: dict) -> dict[str, Any]:
-    """The oracle's contract plus vLLM's own config checks; returns the full config."""
-    if sc.get("policy") not in ("vllm", "vllm-async"):
-        raise ScenarioError(f"policy must be 'vllm' or 'vllm-async': {sc.get('policy')!r}")
-    unknown = set(sc.get("config", {})) - set(CONFIG_KEYS)
-    if unknown:
-        raise ScenarioError(f"config: unknown keys {sorted(unknown)}")
-    cfg = dict(CONFIG_DEFAULTS, **sc.get("config", {}))
-    if cfg["scheduling_policy"] not in ("fcfs", "priority"):
-        raise ScenarioError("config.scheduling_policy must be 'fcfs' or 'priority'")
-    if isinstance(cfg["max_model_len"], int) and cfg["max_model_len"] > MAX_POSITION_EMBEDDINGS:
-        raise ScenarioError(
-            f"config.max_model_len {cfg['max_model_len']} > the model's "
-            f"max_position_embeddings {MAX_POSITION_EMBEDDINGS}"
-        )
-    num_steps = sc.get("num_steps")
-    if not isinstance(num_steps, int) or num_steps < 0:
-        raise ScenarioError("num_steps must be a non-negative int")
-    ids: set[str] = set()
-    for idx, r in enumerate(sc.get("requests", [])):
-        _check_request(r, idx, cfg["max_model_len"], ids)
-    for idx, a in enumerate(sc.get("aborts", [])):
-        if a.get("id") not in ids or not isinstance(a.get("step"), int):
-            raise ScenarioError(f"aborts[{idx}]: unknown id or non-int step: {a!r}")
-    return cfg
-
-
-def _fake_output(policy: Any, plan: StepPlan, step: int, eos_after: dict[str, int | None]) -> StepResult:
-    """One token per sampling request: EOS at its eos_after-th output, else 100 + step % 50."""
-    sampled: dict[str, list[int]] = {}
-    for rid in plan.num_scheduled_tokens:
-        req = policy.requests[rid]
-        if req.is_prefill_chunk:
-            sampled[rid] = []
-            continue
-        k = req.num_computed_tokens - req.prompt_len + 1
-        sampled[rid] = [EOS_ID if eos_after[rid] == k else 100 + step % 50]
-    return StepResult(step_id=plan.step_id, sampled_token_ids=sampled)
-
-
-def run_scenario(scenario: dict) -> list[dict]:
-    """Replay a scenario; returns one step-log dict per step (EngineCore step / batch-queue order)."""
-    cfg = validate(scenario)
-    try:
-        policy = make_policy(scenario["policy"], **cfg)
-    except ValueError as e:
-        raise ScenarioError(f"config rejected: {e}") from e
+def _requests(scenario: dict) -> tuple[dict[int, list[Request]], dict[int, list[Request]]]:
+    """Requests by arrival step, and structured requests by the step their grammar is compiled."""
     arrivals: dict[int, list[Request]] = {}
-    eos_after: dict[str, int | None] = {}
+    compiled: dict[int, list[Request]] = {}
     for idx, r in enumerate(scenario.get("requests", [])):
+        delay = r.get("grammar_delay", 0)
         req = Request(
             r["id"],
             float(idx),
@@ -129,37 +51,104 @@ def run_scenario(scenario: dict) -> list[dict]:
             prompt_token_ids=list(r["prompt_token_ids"]),
             eos_token_id=EOS_ID,
             priority=int(r.get("priority", 0)),
+            structured_output=bool(r.get("structured", False)),
+            grammar_ready=delay == 0,
         )
-        arrivals.setdefault(r.get("arrival_step", 0), []).append(req)
-        eos_after[r["id"]] = r.get("eos_after")
-    aborts: dict[int, list[str]] = {}
-    for a in scenario.get("aborts", []):
-        aborts.setdefault(a["step"], []).append(a["id"])
-    depth = policy.max_concurrent_batches
-    inflight: list[tuple[StepPlan, StepResult]] = []
-    log: list[dict] = []
-    for step in range(scenario["num_steps"]):
-        for req in arrivals.get(step, ()):
+        step = r.get("arrival_step", 0)
+        arrivals.setdefault(step, []).append(req)
+        if delay:
+            compiled.setdefault(step + delay, []).append(req)
+    return arrivals, compiled
+
+
+def _grammar_rows(policy: Any, plan: StepPlan) -> list[str]:
+    """The requests with bitmask rows in the step's sampling."""
+    out = policy.get_grammar_bitmask(plan)
+    return [] if out is None else list(out.structured_output_request_ids)
+
+
+class Replay:
+    """One scenario against one policy, in EngineCore's order (module docstring)."""
+
+    def __init__(self, scenario: dict) -> None:
+        cfg = validate(scenario)
+        try:
+            self.policy: Any = make_policy(scenario["policy"], **cfg)
+        except ValueError as e:
+            raise ScenarioError(f"config rejected: {e}") from e
+        self.k = k = cfg["num_spec_tokens"]
+        self.policy.structured_output_manager = StructuredOutputManager(
+            k, first_rejected_token=FIRST_GRAMMAR_INVALID
+        )
+        self.depth = self.policy.max_concurrent_batches
+        requests = scenario.get("requests", [])
+        self.use_structured = any(r.get("structured", False) for r in requests)
+        self.model = FakeModel(requests, k, use_async=self.depth > 1)
+        self.arrivals, self.compiled = _requests(scenario)
+        self.aborts: dict[int, list[str]] = {}
+        for a in scenario.get("aborts", []):
+            self.aborts.setdefault(a["step"], []).append(a["id"])
+        self.inflight: list[tuple[StepPlan, StepResult, dict[str, list[int]]]] = []
+
+    def step(self, step: int) -> dict[str, Any]:
+        """Inputs, schedule, the fake output, the update due; the step's log entry."""
+        policy = self.policy
+        for req in self.arrivals.get(step, ()):
             policy.add_request(req)
-        for rid in aborts.get(step, ()):
+        for req in self.compiled.get(step, ()):
+            req.grammar_ready = True
+        for rid in self.aborts.get(step, ()):
             policy.abort_requests([rid])
         plan = policy.schedule()
-        inflight.append((plan, _fake_output(policy, plan, step, eos_after)))
-        finished: list[str] = []
-        if len(inflight) >= depth:
-            old_plan, old_result = inflight.pop(0)
-            for out in policy.update_from_output(old_plan, old_result):
-                if out.finish_reason is not None:
-                    finished.append(out.request_id)
-        log.append(
-            {
-                "step": step,
-                "scheduled": {k: plan.num_scheduled_tokens[k] for k in sorted(plan.num_scheduled_tokens)},
-                "preempted": sorted(plan.preempted_req_ids),
-                "finished": sorted(finished),
-            }
+        preempted = sorted(plan.preempted_req_ids)
+        self.model.drop_proposals(preempted)
+        deferred = (
+            self.depth > 1 and plan.total_num_scheduled_tokens > 0 and plan.pending_structured_output_tokens
         )
-    return log
+        result, drafts, verified = self.model.output(policy, plan, step)
+        rows = _grammar_rows(policy, plan) if self.use_structured and not deferred else None
+        self.inflight.append((plan, result, drafts))
+        finished: list[str] = []
+        if len(self.inflight) >= self.depth:
+            finished = self._update(plan, deferred)
+            if deferred:
+                rows = _grammar_rows(policy, plan)  # after the update: finished requests drop out
+        entry: dict[str, Any] = {
+            "step": step,
+            "scheduled": {rid: plan.num_scheduled_tokens[rid] for rid in sorted(plan.num_scheduled_tokens)},
+            "preempted": preempted,
+            "finished": sorted(finished),
+        }
+        if self.k:
+            entry["spec"] = {rid: verified[rid][0] for rid in sorted(verified)}
+            entry["accepted"] = {rid: verified[rid][1] for rid in sorted(verified)}
+        if self.use_structured:
+            entry["grammar"] = rows
+            entry["deferred"] = deferred
+        return entry
+
+    def _update(self, plan: StepPlan, deferred: bool) -> list[str]:
+        """update_from_output of the oldest batch, then the drafts proposed after it: sync, to the
+        scheduler (EngineCore.post_step); async, into a deferred batch (only after a batch with
+        structured requests: the V1 runner copies drafts to the CPU only then)."""
+        policy = self.policy
+        old_plan, old_result, old_drafts = self.inflight.pop(0)
+        finished = [
+            out.request_id
+            for out in policy.update_from_output(old_plan, old_result)
+            if out.finish_reason is not None
+        ]
+        if self.k and self.depth == 1 and old_plan.total_num_scheduled_tokens > 0:
+            policy.update_draft_token_ids(old_drafts)
+        if self.k and deferred and old_plan.has_structured_output_requests and old_drafts:
+            policy.update_draft_token_ids_in_output(old_drafts, plan)
+        return finished
+
+
+def run_scenario(scenario: dict) -> list[dict]:
+    """Replay a scenario; returns one step-log dict per step (EngineCore step / batch-queue order)."""
+    replay = Replay(scenario)
+    return [replay.step(step) for step in range(scenario["num_steps"])]
 
 
 def format_log(log: list[dict]) -> str:
@@ -167,22 +156,62 @@ def format_log(log: list[dict]) -> str:
     return "".join(json.dumps(line) + "\n" for line in log)
 
 
+def _replay(path: str) -> str:
+    """One scenario file's step log."""
+    with open(path) as f:
+        scenario = json.load(f)
+    return format_log(run_scenario(scenario))
+
+
 def _run_file(path: str) -> int:
-    """Print one scenario's step log; 2 (with the reason on stderr) if it is invalid."""
+    """Print one scenario's step log; 2 if it is invalid, 1 if vLLM would fail on it."""
     try:
-        with open(path) as f:
-            scenario = json.load(f)
-        log = run_scenario(scenario)
+        text = _replay(path)
     except (OSError, json.JSONDecodeError) as e:
         print(f"{path}: {e}", file=sys.stderr)
         return 2
     except ScenarioError as e:
         print(f"invalid scenario {path}: {e}", file=sys.stderr)
         return 2
-    sys.stdout.write(format_log(log))
+    except AssertionError as e:
+        print(f"{path}: AssertionError: {e}", file=sys.stderr)
+        return 1
+    sys.stdout.write(text)
     return 0
 
 
-def main(paths: list[str]) -> int:
-    """Print each scenario's step log; exit 2 on an invalid one."""
-    return max(_run_file(p) for p in paths)
+def _run_batch(outdir: str, paths: list[str]) -> int:
+    """Every scenario into OUTDIR/<name>.jsonl, a failure into <name>.err; 1 if any failed."""
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    rc = 0
+    for path in paths:
+        name = Path(path).stem
+        try:
+            text = _replay(path)
+        except (OSError, json.JSONDecodeError, ScenarioError, AssertionError) as e:
+            rc = 1
+            msg = f"{path}: {type(e).__name__}: {e}"
+            print(msg, file=sys.stderr)
+            (out / f"{name}.err").write_text(msg + "\n")
+            continue
+        (out / f"{name}.jsonl").write_text(text)
+    return rc
+
+
+def main(argv: list[str]) -> int:
+    """`schedsim conformance [--batch OUTDIR] SCENARIO.json [...]`."""
+    args = argv[1:] if argv and argv[0] == "conformance" else list(argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE, file=sys.stderr)
+        return 0 if args else 2
+    if args[0] == "--batch":
+        if len(args) < 2:
+            print(USAGE, file=sys.stderr)
+            return 2
+        return _run_batch(args[1], args[2:])
+    return max(_run_file(p) for p in args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

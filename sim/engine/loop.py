@@ -7,7 +7,10 @@ idles during every CPU phase. With a batch queue of depth d (`step_with_batch_qu
 and launches step N+1 before blocking on step N, so the CPU work of one step hides under the
 device time of another. Sampling is deferred by one step when the plan has pending structured-
 output tokens: the step's forward runs, but its sampling waits until the previous step's output
-has been processed (the grammar bitmask needs those tokens).
+has been processed (the grammar bitmask needs those tokens). Wherever the sampler applies a grammar
+bitmask (a policy with structured output, `SupportsGrammarBitmask`), the engine thread fills it
+first, as EngineCore does: right after the launch, or after that update for a deferred batch; the
+GPU holds the step's sampling until then.
 """
 
 from __future__ import annotations
@@ -28,7 +31,16 @@ from schedsim.engine.waits import (
     Sample,
     WaitStep,
 )
-from schedsim.policies import Policy, Request, RequestOutput, RequestStatus, StepPlan, StepResult
+from schedsim.policies import (
+    Policy,
+    Request,
+    RequestOutput,
+    RequestStatus,
+    StepPlan,
+    StepResult,
+    SupportsGrammarBitmask,
+)
+from schedsim.policies.plan import GrammarOutput
 
 Waits = Generator[Any, Any, None]
 
@@ -92,6 +104,10 @@ class Engine:
         self.held: list[Request] = []  # arrivals seen while only aborts were taken
         self.batch_queue: deque[tuple[Any, StepPlan, int]] = deque()
         self.idle_empty_plans = 0
+        # the policy's grammar bitmasks (vLLM's get_grammar_bitmask), None without grammars
+        self.grammar: SupportsGrammarBitmask | None = (
+            policy if isinstance(policy, SupportsGrammarBitmask) else None
+        )
 
     # ---- the busy loop ----
     def run(self) -> Waits:
@@ -172,6 +188,17 @@ class Engine:
         if self.check_invariants:
             self.check()
 
+    def _grammar_bitmask(self, plan: StepPlan) -> GrammarOutput | None:
+        """The step's bitmask rows, if its sampling applies any."""
+        if self.grammar is None or not plan.has_structured_output_requests:
+            return None
+        return self.grammar.get_grammar_bitmask(plan)
+
+    def _fill_bitmask(self, bitmask: GrammarOutput, handle: Any, idx: int) -> Waits:
+        """The engine thread fills the bitmask, then lets the step sample."""
+        yield CpuPhase("grammar_bitmask", len(bitmask.structured_output_request_ids), bitmask.num_rows, idx)
+        yield Sample(handle)
+
     def _note_progress(self, plan: StepPlan) -> None:
         """Count empty plans made with nothing in flight (the loop then waits for input)."""
         if plan.total_num_scheduled_tokens or self.batch_queue:
@@ -186,7 +213,10 @@ class Engine:
             return
         plan, idx = yield from self._schedule()
         self._note_progress(plan)
-        handle = yield Launch(plan, self.requests, idx)
+        bitmask = self._grammar_bitmask(plan)
+        handle = yield Launch(plan, self.requests, idx, hold_sampling=bitmask is not None)
+        if bitmask is not None:
+            yield from self._fill_bitmask(bitmask, handle, idx)
         result = yield WaitStep(handle)
         yield from self._process_output(plan, result, idx)
         if result.draft_token_ids and plan.total_num_scheduled_tokens:
@@ -202,10 +232,15 @@ class Engine:
             self._note_progress(plan)
             executed = plan.total_num_scheduled_tokens > 0
             defer = executed and plan.pending_structured_output_tokens
-            handle = yield Launch(plan, self.requests, idx, defer_sampling=defer)
+            bitmask = self._grammar_bitmask(plan) if executed and not defer else None
+            handle = yield Launch(
+                plan, self.requests, idx, defer_sampling=defer, hold_sampling=bitmask is not None
+            )
             if defer:
                 deferred = (handle, plan, idx)
             else:
+                if bitmask is not None:
+                    yield from self._fill_bitmask(bitmask, handle, idx)
                 queue.appendleft((handle, plan, idx))
                 if len(queue) < self.depth and (executed or self.policy.has_requests()):
                     return
@@ -216,7 +251,11 @@ class Engine:
             result = yield WaitStep(handle)
             yield from self._process_output(plan, result, idx)
         if deferred is not None:
-            yield Sample(deferred[0])
+            bitmask = self._grammar_bitmask(deferred[1])  # after the update: finished requests drop out
+            if bitmask is not None:
+                yield from self._fill_bitmask(bitmask, deferred[0], deferred[2])
+            else:
+                yield Sample(deferred[0])
             queue.appendleft(deferred)
 
     def check(self) -> None:

@@ -7,7 +7,7 @@ plain dataclasses below; the driver resolves it and sends the answer back with `
 |--------------------|------------------------------------------------------------|---------------------|
 | `CpuPhase`         | spends the CPU time of that phase (simulated or real)      | None                |
 | `Launch`           | starts the step on the device without blocking             | a handle (any)      |
-| `Sample`           | lets a launched step with deferred sampling sample now      | None                |
+| `Sample`           | lets a launched step whose sampling is held sample now      | None                |
 | `WaitStep`         | blocks until that launched step has finished               | its StepResult      |
 | `PollInputs`       | hands over the inputs that arrived by now, without blocking | Inputs              |
 | `WaitArrival`      | blocks until the next input arrives                        | Inputs, or None (*) |
@@ -30,7 +30,10 @@ from typing import Any
 
 from schedsim.policies import Request, StepPlan
 
-CPU_PHASE_KINDS = ("schedule", "prepare_inputs", "d2h_copy", "update_from_output")
+CPU_PHASE_KINDS = ("schedule", "prepare_inputs", "d2h_copy", "update_from_output", "grammar_bitmask")
+# the timeline's kind of each phase: the grammar bitmask is an input of the sampler, so it shows
+# as input preparation of its step (the timeline's kinds are fixed)
+TIMELINE_KIND_OF_PHASE = {kind: kind for kind in CPU_PHASE_KINDS} | {"grammar_bitmask": "prepare_inputs"}
 
 
 # init=False with an explicit __init__ (built several times per step): compiled, it runs natively.
@@ -49,22 +52,31 @@ class CpuPhase:
 
 @dataclass(slots=True, init=False)
 class Launch:
-    """Start computing `plan` (the `step`-th launch); sampling waits for a Sample if deferred."""
+    """Start computing `plan` (the `step`-th launch); with `hold_sampling` its sampling waits for a
+    Sample: a deferred batch (vLLM's, `defer_sampling`: the previous step's output is needed first)
+    or a grammar bitmask the engine thread is still filling."""
 
     plan: StepPlan
     requests: Mapping[str, Request]
     step: int
     defer_sampling: bool
+    hold_sampling: bool
 
     def __init__(
-        self, plan: StepPlan, requests: Mapping[str, Request], step: int, defer_sampling: bool = False
+        self,
+        plan: StepPlan,
+        requests: Mapping[str, Request],
+        step: int,
+        defer_sampling: bool = False,
+        hold_sampling: bool = False,
     ) -> None:
         self.plan, self.requests, self.step, self.defer_sampling = plan, requests, step, defer_sampling
+        self.hold_sampling = hold_sampling or defer_sampling
 
 
 @dataclass(slots=True)
 class Sample:
-    """Release the deferred sampling of a launched step (its grammar bitmask is now known)."""
+    """Release the held sampling of a launched step (its grammar bitmask is now filled)."""
 
     handle: Any
 

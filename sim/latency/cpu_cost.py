@@ -16,6 +16,13 @@ With tensor parallelism the engine also broadcasts each step's scheduler output 
 before they prepare their inputs: `tp_broadcast`, charged inside prepare_inputs when tp > 1. Its
 default (100 us, vLLM V1's shared-memory broadcast queue) is an estimate, not a measurement;
 `schedsim calibrate --measurements` fits it (docs/latency.md).
+
+`grammar_bitmask` is the engine thread filling a step's structured-output bitmask (vLLM's
+`get_grammar_bitmask`) before the step may sample; its size is the bitmask's rows (one per
+structured request, times 1 + num_spec_tokens). XGrammar (Dong et al., 2024, arXiv:2411.15100)
+reports a few tens of microseconds to fill one token mask of a JSON grammar over a Llama-3
+vocabulary; we take 40 µs a row and 10 µs per call. Only runs with structured requests have the
+phase (a calibration file without it keeps this default).
 """
 
 from __future__ import annotations
@@ -24,7 +31,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-CPU_PHASES = ("schedule", "update_from_output", "prepare_inputs", "d2h_copy")
+CPU_PHASES = ("schedule", "update_from_output", "prepare_inputs", "d2h_copy", "grammar_bitmask")
+# phases every step has (a sync step's CPU time is their sum); grammar_bitmask only with grammars
+STEP_PHASES = CPU_PHASES[:4]
 
 
 @dataclass(frozen=True)
@@ -48,6 +57,7 @@ def _defaults() -> dict[str, PhaseCost]:
         "update_from_output": PhaseCost(base=20e-6, per_req=5e-6, per_token=0.0),
         "prepare_inputs": PhaseCost(base=80e-6, per_req=4e-6, per_token=0.02e-6),
         "d2h_copy": PhaseCost(base=15e-6, per_req=0.02e-6, per_token=0.0),
+        "grammar_bitmask": PhaseCost(base=10e-6, per_req=0.0, per_token=40e-6),  # per_token: per row
     }
 
 
@@ -64,12 +74,12 @@ class CpuCostConfig:
     def __post_init__(self) -> None:
         if not isinstance(self.scale, int | float) or self.scale < 0:
             raise ValueError(f"CpuCostConfig: field 'scale' must be >= 0, got {self.scale!r}")
-        missing = [k for k in CPU_PHASES if k not in self.phases]
+        missing = [k for k in STEP_PHASES if k not in self.phases]
         unknown = [k for k in self.phases if k not in CPU_PHASES]
         if missing or unknown:
             raise ValueError(
-                f"CpuCostConfig: field 'phases' must have exactly {list(CPU_PHASES)}; "
-                f"missing {missing}, unknown {unknown}"
+                f"CpuCostConfig: field 'phases' must have {list(STEP_PHASES)} (and may "
+                f"have grammar_bitmask); missing {missing}, unknown {unknown}"
             )
         for kind, cost in self.phases.items():
             if not isinstance(cost, PhaseCost):
@@ -107,7 +117,8 @@ class CpuCostModel:
             raise ValueError(f"CpuCostModel: tp must be >= 1, got {tp}")
         self.config, self.tp = config, tp
         s = config.scale
-        self._coef = {k: (c.base * s, c.per_req * s, c.per_token * s) for k, c in config.phases.items()}
+        phases = _defaults() | config.phases  # a config without grammar_bitmask keeps the default
+        self._coef = {k: (c.base * s, c.per_req * s, c.per_token * s) for k, c in phases.items()}
         if tp > 1:  # the workers need the scheduler output before they prepare their inputs
             b = config.tp_broadcast
             base, per_req, per_token = self._coef["prepare_inputs"]
@@ -131,8 +142,8 @@ class CpuCostModel:
         return base + per_req * num_reqs + per_token * num_tokens
 
     def step_total(self, num_reqs: int, num_tokens: int) -> float:
-        """All four phases of one step (what a sync engine adds to each GPU step)."""
-        return sum(self.phase_time(k, num_reqs, num_tokens) for k in CPU_PHASES)
+        """The four phases every step has (what a sync engine adds to each GPU step)."""
+        return sum(self.phase_time(k, num_reqs, num_tokens) for k in STEP_PHASES)
 
     def describe(self) -> dict:
         """Recorded in the run's config JSON."""

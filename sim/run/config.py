@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 ENGINE_MODES = ("auto", "sync", "async")
+SPEC_METHODS = ("draft_model", "ngram")
 
 
 def _f(default: Any, help: str, **kw: Any) -> Any:
@@ -86,6 +87,24 @@ class RunConfig:
     # ---- speculative decoding (oracle) ----
     num_spec_tokens: int = _f(0, "draft tokens proposed per decode step (0: no speculative decoding)")
     spec_acceptance_rate: float = _f(0.7, "probability that each draft token is accepted (seeded draws)")
+    spec_method: str = _f(
+        "draft_model",
+        "proposer of the drafts: draft_model (a model of its own: one "
+        "more input slot per scheduled request and num_spec_tokens KV "
+        "lookahead slots in vLLM's scheduler) or ngram (prompt lookup on "
+        "the CPU; sync vLLM only)",
+    )
+    draft_model: str | None = _f(
+        None,
+        "model spec of the draft model whose passes (the step's tokens "
+        "plus one slot per request, then num_spec_tokens - 1 one-token "
+        "passes) add to each step's GPU time (None: drafting is free)",
+    )
+    structured_fraction: float = _f(
+        0.0,
+        "fraction of requests (seeded draw) that use structured output, "
+        "on top of the trace's structured_output column",
+    )
     # ---- fault plan (oracle) ----
     abort_times: dict[str, float] = _f({}, "request_id = time (s): the client aborts that request then")
     abort_fraction: float = _f(0.0, "fraction of requests the client aborts at a seeded time")
@@ -157,7 +176,12 @@ class RunConfig:
             raise ValueError(
                 f"RunConfig.gpu_memory_utilization must be in (0, 1], got {self.gpu_memory_utilization}"
             )
-        for name in ("spec_acceptance_rate", "abort_fraction", "kv_load_failure_fraction"):
+        for name in (
+            "spec_acceptance_rate",
+            "abort_fraction",
+            "kv_load_failure_fraction",
+            "structured_fraction",
+        ):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"RunConfig.{name} must be in [0, 1], got {getattr(self, name)}")
         if self.cpu_cost_scale < 0:
@@ -170,6 +194,10 @@ class RunConfig:
             raise ValueError(
                 f"RunConfig.num_spec_tokens must be an integer >= 0, got {self.num_spec_tokens!r}"
             )
+        if self.spec_method not in SPEC_METHODS:
+            raise ValueError(f"RunConfig.spec_method must be one of {SPEC_METHODS}, got {self.spec_method!r}")
+        if self.draft_model is not None and (self.spec_method != "draft_model" or not self.num_spec_tokens):
+            raise ValueError("RunConfig.draft_model needs num_spec_tokens > 0 and spec_method 'draft_model'")
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as plain JSON-ready data."""

@@ -24,6 +24,7 @@ POLICY_FIELDS = (
     "enable_chunked_prefill",
     "scheduling_policy",
     "num_spec_tokens",
+    "spec_method",
 )
 
 
@@ -32,6 +33,13 @@ def make_latency(cfg: RunConfig) -> Any:
     return make_latency_model(
         cfg.model, cfg.gpu, cfg.tp, cfg.latency_model, calibration=cfg.latency_calibration
     )
+
+
+def make_draft_latency(cfg: RunConfig) -> Any:
+    """The draft model's step-time model on the same GPU, or None when drafting is not timed."""
+    if cfg.draft_model is None:
+        return None
+    return make_latency_model(cfg.draft_model, cfg.gpu, cfg.tp, cfg.latency_model)
 
 
 def make_cpu_model(cfg: RunConfig) -> Any:

@@ -48,7 +48,8 @@ STEP_COLUMNS: dict[str, str] = {
     "start": "s, GPU start of the step",
     "end": "s, GPU end of the step (sampling included)",
     "duration": "s, end - start",
-    "gpu_time": "s, modelled forward + sample time (duration minus waits for deferred sampling)",
+    "gpu_time": "s, modelled forward + sample time, plus the draft model's passes when timed "
+    "(duration minus waits for deferred sampling)",
     "num_prefill_reqs": "requests running a prefill chunk (including recompute after preemption)",
     "num_decode_reqs": "requests decoding",
     "num_prefill_tokens": "tokens of prefill chunks",

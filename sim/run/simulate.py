@@ -17,7 +17,7 @@ from schedsim.metrics.tables import itl_table, requests_table, steps_table, time
 from schedsim.policies import HasRunCounters, Policy, Request, SupportsFastForward, make_policy
 from schedsim.run.config import RunConfig
 from schedsim.run.memory import pin_mmap_threshold, release_unused
-from schedsim.run.resolve import resolve_run
+from schedsim.run.resolve import make_draft_latency, resolve_run
 from schedsim.run.result import RunResult
 from schedsim.run.workload import PreparedWorkload, load, prepare, select
 from schedsim.worlds.executor import SimExecutor
@@ -108,7 +108,13 @@ def build_sim_run(
         policy, batch_queue_depth=depth, check_invariants=check_invariants, fast_forward=jump is not None
     )
     rows = prep.arrival_rows()
-    executor = SimExecutor(oracle, latency_model, propose_drafts=depth == 1)
+    executor = SimExecutor(
+        oracle,
+        latency_model,
+        propose_drafts=depth == 1,
+        draft_latency_model=make_draft_latency(cfg),
+        num_spec_tokens=cfg.num_spec_tokens,
+    )
     inputs = InputStream(prep.columns.arrival[rows], prep.aborts, make=prep.request)
     world = SimWorld(engine, executor, cpu_model, inputs, until=cfg.max_sim_time, jump=jump)
     metrics = MetricsRecorder(policy, prep.columns, world.clock, record_itl=cfg.record_itl)

@@ -143,16 +143,20 @@ def prepare(df: pd.DataFrame, cfg: RunConfig, max_model_len: int) -> PreparedWor
     cols = WorkloadColumns(ids, arrivals, prompts, _max_tokens(df, cfg, room, outputs), prio)
     lora = _column(df, "lora_id", None)
     out = PreparedWorkload(
-        cols,
-        outputs,
-        np.array(_column(df, "structured_output", False), dtype=bool),
-        lora,
-        _hashes(df, cfg.block_size),
-        cfg.num_spec_tokens,
+        cols, outputs, _structured(df, cfg, ids), lora, _hashes(df, cfg.block_size), cfg.num_spec_tokens
     )
     out.rejected = {ids[i] for i in np.flatnonzero(room < 1)}  # vLLM refuses prompts with no room
     _fault_plan(out, cfg, ids, arrivals.tolist())
     return out
+
+
+def _structured(df: pd.DataFrame, cfg: RunConfig, ids: list[str]) -> np.ndarray:
+    """The trace's structured_output column, plus a seeded structured_fraction of the requests."""
+    structured = np.array(_column(df, "structured_output", False), dtype=bool)
+    if cfg.structured_fraction:
+        frac = cfg.structured_fraction
+        structured |= np.array([uniform(request_key(cfg.seed, rid) ^ 0x57) < frac for rid in ids], dtype=bool)
+    return structured
 
 
 def _fault_plan(out: PreparedWorkload, cfg: RunConfig, ids: list[str], arrivals: list[float]) -> None:

@@ -6,9 +6,16 @@ visible. The executor keeps, like a model runner, each running request's true ne
 with async scheduling and speculative decoding the plan's context lengths are optimistic (they
 assume every draft is accepted), so a continuing request samples at its true position, while a
 new or resumed request (its worker state rebuilt) samples at the position its plan implies.
-A request counts as a decode when it computes exactly one new token past its prompt
-(plus verified drafts); anything else, including a resumed request recomputing its prompt and
-outputs after preemption, is a prefill chunk.
+A request counts as a decode when it computes exactly one new token past its prompt plus its
+draft positions (a padded admission's -1 drafts included); anything else, including a resumed
+request recomputing its prompt and outputs after preemption, is a prefill chunk.
+
+Speculative decoding, as vLLM's V1 worker verifies drafts: a -1 placeholder is never a draft the
+target can accept, so a padded admission accepts nothing; async scheduling only hands the worker
+placeholders, and the worker holds real drafts for a request only if it sampled in the batch right
+before (else it accepts nothing). With a draft model (`draft_latency_model`), each step's GPU time
+adds the drafter's passes after sampling: one over the step's tokens plus one slot per request
+(the extra input-budget slot vLLM's scheduler charges), then num_spec_tokens - 1 one-token passes.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ from typing import Any
 
 from schedsim.latency.base import StepShape
 from schedsim.policies import Request, StepPlan, StepResult
-from schedsim.worlds.oracle import WorkloadOracle, synthetic_token
+from schedsim.worlds.oracle import WorkloadOracle, synthetic_token, verifiable_drafts
 
 
 @dataclass(slots=True, eq=False, init=False)  # explicit __init__: native when compiled
@@ -37,6 +44,8 @@ class SimStep:
     num_decode_tokens: int
     num_spec_tokens: int
     defer_sampling: bool
+    # the drafter's part of gpu_time: it runs after sampling (after a deferred sample's release)
+    draft_time: float
     # filled in by the world that runs it
     ready: float
     start: float
@@ -59,17 +68,29 @@ class SimStep:
         self.num_prefill_reqs, self.num_decode_reqs = num_prefill_reqs, num_decode_reqs
         self.num_prefill_tokens, self.num_decode_tokens = num_prefill_tokens, num_decode_tokens
         self.num_spec_tokens, self.defer_sampling = num_spec_tokens, defer_sampling
+        self.draft_time = 0.0
         self.ready, self.start, self.end = 0.0, math.nan, math.nan
 
 
 class SimExecutor:
     """Executor protocol over a workload oracle and a latency model."""
 
-    def __init__(self, oracle: WorkloadOracle, latency_model: Any, propose_drafts: bool = True) -> None:
+    def __init__(
+        self,
+        oracle: WorkloadOracle,
+        latency_model: Any,
+        propose_drafts: bool = True,
+        draft_latency_model: Any = None,
+        num_spec_tokens: int = 0,
+    ) -> None:
         self.oracle = oracle
         self.latency_model = latency_model
         self.propose_drafts = propose_drafts
+        self.draft_latency_model = draft_latency_model  # the draft model's step times, or None
+        self.num_spec_tokens = num_spec_tokens
         self.next_position: dict[str, int] = {}  # request id -> next output position on the "worker"
+        # speculative requests: the launch that last sampled for them (the worker's drafts)
+        self.last_sampled: dict[str, int] = {}
 
     def launch(
         self, plan: StepPlan, requests: Mapping[str, Request], step: int = -1, defer_sampling: bool = False
@@ -82,6 +103,9 @@ class SimExecutor:
         shape = StepShape()
         self._play(plan, requests, result, shape, handle)
         handle.gpu_time = float(self.latency_model.step_time(shape))
+        if self.draft_latency_model is not None:
+            handle.draft_time = self._draft_time(plan)
+            handle.gpu_time += handle.draft_time
         return handle
 
     def collect(self, handle: SimStep) -> StepResult:
@@ -92,6 +116,7 @@ class SimExecutor:
         """Forget worker state of finished requests and of those whose KV is rebuilt."""
         for rid in plan.finished_req_ids:
             self.oracle.forget(rid)
+            self.last_sampled.pop(rid, None)
         nxt = self.next_position
         for ids in (
             plan.finished_req_ids,
@@ -119,6 +144,7 @@ class SimExecutor:
         self._reset_positions(plan)
         nxt, token, info, span = self.next_position, oracle.token, oracle.info, oracle.span
         propose = self.propose_drafts
+        step, last_sampled = h.step, self.last_sampled
         pre_tok = dec_tok = spec_tok = 0
         for rid, n in plan.num_scheduled_tokens.items():
             req = requests[rid]
@@ -126,7 +152,7 @@ class SimExecutor:
             k = len(spec[rid]) if spec and rid in spec else 0
             new = n - k
             prompt = req.prompt_len
-            if new == 1 and ctx >= prompt:
+            if new == 1 and (ctx >= prompt or k):
                 decodes.append((ctx, k))
                 dec_tok += n
                 spec_tok += k
@@ -145,7 +171,8 @@ class SimExecutor:
                     continue
                 index = end - prompt
             if k:
-                toks = oracle.sample(req, index, k)
+                held = last_sampled.get(rid) == step - 1  # the worker kept drafts from the last batch
+                toks = oracle.sample(req, index, verifiable_drafts(spec[rid], held))
             else:  # the common case, inlined: WorkloadOracle.token
                 key, last = info[rid]
                 eos = req.eos_token_id
@@ -156,7 +183,27 @@ class SimExecutor:
                     toks = [tok if tok != eos and not req.stop_token_ids else token(req, index)]
             sampled[rid] = toks
             nxt[rid] = index + len(toks)
-            if propose and req.num_spec_tokens:
-                drafts[rid] = oracle.propose(req, index + len(toks) - 1)
+            if req.num_spec_tokens:
+                last_sampled[rid] = step
+                if propose:
+                    drafts[rid] = oracle.propose(req, index + len(toks) - 1)
         h.num_prefill_reqs, h.num_decode_reqs = len(prefills), len(decodes)
         h.num_prefill_tokens, h.num_decode_tokens, h.num_spec_tokens = pre_tok, dec_tok, spec_tok
+
+    def _draft_time(self, plan: StepPlan) -> float:
+        """The draft model's passes after the step: every scheduled request's tokens plus one slot
+        (its context as the target saw it), then num_spec_tokens - 1 passes of one token each."""
+        model, k = self.draft_latency_model, self.num_spec_tokens
+        if k == 0:
+            return 0.0
+        ctxs = plan.context_lens
+        first = StepShape()
+        for rid, n in plan.num_scheduled_tokens.items():
+            first.prefills.append((n + 1, ctxs[rid]))
+        t = float(model.step_time(first))
+        for j in range(1, k):
+            shape = StepShape()
+            for rid, n in plan.num_scheduled_tokens.items():
+                shape.decodes.append((ctxs[rid] + n + j, 0))
+            t += float(model.step_time(shape))
+        return t

@@ -9,6 +9,9 @@ Rules (the same as the conformance fake model, issue 2 section 7):
   synthetic id in [3, vocab) that is never the EOS id;
 - drafts are accepted one by one with probability `acceptance_rate`, by seeded draws, stopping at
   the first rejection; accepted drafts carry the tokens of their positions, then the bonus token;
+  only drafts the worker holds can be accepted (`verifiable_drafts`): never a -1 placeholder of a
+  padded admission, and with async scheduling none unless the request sampled in the batch right
+  before (the worker proposed them then);
 - the fault plan names requests whose first scheduled step fails to load their KV.
 """
 
@@ -196,3 +199,16 @@ class WorkloadOracle:
             self.kv_fail.discard(request_id)
             return True
         return False
+
+
+def verifiable_drafts(drafts: list[int], sampled_before: bool) -> int:
+    """Drafts the worker can verify: the leading real ones; placeholders (-1) only stand for real
+    drafts if the request sampled in the batch right before (async: the worker kept them)."""
+    n = 0
+    for t in drafts:
+        if t < 0:
+            break
+        n += 1
+    if n == 0 and sampled_before:
+        return len(drafts)
+    return n

@@ -17,7 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from schedsim.engine.loop import Engine
-from schedsim.engine.waits import CpuPhase, Launch, PollInputs, Sample, WaitArrival, WaitStep
+from schedsim.engine.waits import (
+    TIMELINE_KIND_OF_PHASE,
+    CpuPhase,
+    Launch,
+    PollInputs,
+    Sample,
+    WaitArrival,
+    WaitStep,
+)
 from schedsim.latency.base import StepShape
 from schedsim.metrics.recorder import MetricsRecorder
 from schedsim.policies import Request, StepPlan
@@ -109,7 +117,7 @@ class RealTimeWorld:
         kind = type(wait)
         if kind is CpuPhase:
             if wait.kind != "prepare_inputs" and self.metrics is not None and now > mark:
-                self.metrics.add_interval("cpu", wait.kind, mark, now, wait.step)
+                self.metrics.add_interval("cpu", TIMELINE_KIND_OF_PHASE[wait.kind], mark, now, wait.step)
             return None
         if kind is Launch:
             return self._launch(wait)

@@ -17,11 +17,23 @@ from typing import Any
 
 import simpy
 from schedsim.engine.loop import Engine
-from schedsim.engine.waits import CpuPhase, Jump, Launch, PollInputs, Sample, WaitArrival, WaitStep
+from schedsim.engine.waits import (
+    TIMELINE_KIND_OF_PHASE,
+    CpuPhase,
+    Jump,
+    Launch,
+    PollInputs,
+    Sample,
+    WaitArrival,
+    WaitStep,
+)
 from schedsim.metrics.column import Column
 from schedsim.metrics.recorder import KIND_CODES, MetricsRecorder
 from schedsim.worlds.executor import SimExecutor, SimStep
 from schedsim.worlds.inputs import InputStream
+
+# each CPU phase's timeline kind code
+PHASE_CODES = {phase: KIND_CODES[kind] for phase, kind in TIMELINE_KIND_OF_PHASE.items()}
 
 
 class SimWorld:
@@ -107,7 +119,7 @@ class SimWorld:
                     self.cpu_now = end = start + dt
                     if record is not None:  # metrics.add_interval, inlined (hot)
                         knd, starts, ends, steps = record
-                        knd.append(KIND_CODES[wait.kind])
+                        knd.append(PHASE_CODES[wait.kind])
                         starts.append(start)
                         ends.append(end)
                         steps.append(wait.step)
@@ -143,13 +155,13 @@ class SimWorld:
         """Compute the step now and place it on the GPU's FIFO."""
         h = self.executor.launch(wait.plan, wait.requests, wait.step, wait.defer_sampling)
         if self.gpu_free != self.gpu_free:
-            raise RuntimeError("a step was launched before the deferred sample ahead of it")
+            raise RuntimeError("a step was launched before the held sample ahead of it")
         h.ready = self.cpu_now
         h.start = start = h.ready if h.ready > self.gpu_free else self.gpu_free
         forward_end = start + h.gpu_time
         if self.metrics is not None and h.gpu_time > 0:
             self.metrics.add_interval("gpu", "forward", start, forward_end, h.step)
-        if wait.defer_sampling:
+        if wait.hold_sampling:
             self.gpu_free = math.nan  # the GPU holds until the engine releases the sample
         else:
             self._done(h, forward_end)
@@ -158,9 +170,11 @@ class SimWorld:
         return h
 
     def _release(self, h: SimStep) -> None:
-        """A deferred sample is released now: the step ends when both forward and release are done."""
-        forward_end = h.start + h.gpu_time
-        self._done(h, forward_end if forward_end > self.cpu_now else self.cpu_now)
+        """A deferred sample is released now: sampling starts when both forward and release are done,
+        and the drafter (if any) runs after it."""
+        forward_end = h.start + (h.gpu_time - h.draft_time)
+        sample = forward_end if forward_end > self.cpu_now else self.cpu_now
+        self._done(h, sample + h.draft_time)
 
     def _done(self, h: SimStep, end: float) -> None:
         """The step's end is known: the GPU is free from then on."""

@@ -1,8 +1,9 @@
 """Step logs of our vLLM policies against vLLM 0.33.0's real scheduler (golden files + live oracle).
 
-The golden files in `vllm/` were recorded from the oracle, which runs vLLM 0.33.0's own scheduler
+The golden files in `vllm/` (legacy contract) and in test_vllm_spec.py (speculative decoding,
+structured output) were recorded from the oracle, which runs vLLM 0.33.0's own scheduler
 (docs/policies-vllm.md). Set SCHEDSIM_ORACLE to the oracle venv's python and SCHEDSIM_ORACLE_DIR
-to the folder holding its `vllm_oracle.py` to also diff random scenarios live.
+to the folder holding its `vllm_oracle.py` to also diff random scenarios of both contracts live.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from schedsim.conformance.vllm import ScenarioError, format_log, main, run_scenario
 from support.vllm_scenarios import scenario_from_seed, stress_scenario_from_seed, wide_scenario_from_seed
+from support.vllm_spec_scenarios import KINDS, spec_scenario_from_seed
 
 pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
 HERE = Path(__file__).parent
@@ -82,22 +84,42 @@ def _oracle(scenario: dict) -> dict:
     return json.loads(proc.stdout.readline())
 
 
-@settings(
-    max_examples=int(os.environ.get("SCHEDSIM_ORACLE_EXAMPLES", "40")),
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+def _check_against_oracle(sc: dict) -> None:
+    """Our log is deterministic and, with SCHEDSIM_ORACLE set, the oracle's byte for byte (or both
+    fail on a vLLM assertion)."""
+    try:
+        ours = format_log(run_scenario(sc))
+    except AssertionError:
+        ours = None
+    if ours is not None:
+        assert ours == format_log(run_scenario(json.loads(json.dumps(sc))))  # same input, same log
+    if not os.environ.get("SCHEDSIM_ORACLE"):
+        assert ours is not None, json.dumps(sc)
+        return
+    ans = _oracle(sc)
+    if ours is None:
+        assert not ans["ok"] and "AssertionError" in ans["error"], json.dumps(sc)
+        return
+    assert ans["ok"], ans.get("error")
+    assert ours == "".join(line + "\n" for line in ans["lines"]), json.dumps(sc)
+
+
+EXAMPLES = int(os.environ.get("SCHEDSIM_ORACLE_EXAMPLES", "40"))
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 10**9),
     kind=st.sampled_from([scenario_from_seed, stress_scenario_from_seed, wide_scenario_from_seed]),
     policy=st.sampled_from(["vllm", "vllm-async"]),
 )
 def test_random_scenarios_deterministic_and_match_oracle(seed, kind, policy):
-    sc = kind(seed, policy)
-    ours = format_log(run_scenario(sc))
-    assert ours == format_log(run_scenario(json.loads(json.dumps(sc))))  # same input, same log
-    if not os.environ.get("SCHEDSIM_ORACLE"):
-        return
-    ans = _oracle(sc)
-    assert ans["ok"], ans.get("error")
-    assert ours == "".join(line + "\n" for line in ans["lines"]), json.dumps(sc)
+    _check_against_oracle(kind(seed, policy))
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 10**9), kind=st.sampled_from(KINDS), policy=st.sampled_from(["vllm", "vllm-async"])
+)
+def test_random_spec_scenarios_deterministic_and_match_oracle(seed, kind, policy):
+    _check_against_oracle(spec_scenario_from_seed(seed, kind, policy))

@@ -160,7 +160,7 @@ def test_fully_scheduled_prompt_gets_nothing_while_another_is_admitted():
 
 
 def test_drafts_dropped_for_prefill_chunks():
-    p = make(max_num_batched_tokens=50, num_spec_tokens=3)
+    p = make(max_num_batched_tokens=50, num_spec_tokens=3, spec_method="ngram")  # no draft slot
     p.add_request(mkreq("r", 80))
     plan = p.schedule()
     assert plan.num_scheduled_tokens == {"r": 50}
