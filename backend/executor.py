@@ -259,6 +259,7 @@ class RealExecutor:
     def _forward_and_sample(self, handle: StepHandle) -> torch.Tensor:
         """Upload, fill placeholders, run the model and sample: every op on the current stream."""
         batch, staged = handle.batch, handle.staged
+        self.cache.copy_blocks(batch.block_copies)  # partial-block reuse, before anything reads them
         inputs = self.buffers.upload(staged)
         if self.cuda:  # the host slot may be rewritten once these transfers are done
             copied = torch.cuda.Event()

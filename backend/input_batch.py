@@ -56,6 +56,7 @@ class HostBatch:
     sample_rows: list[int] = field(default_factory=list)
     sample_req_ids: list[str] = field(default_factory=list)
     sample_positions: list[int] = field(default_factory=list)  # position of the token drawn
+    block_copies: list[tuple[int, int]] = field(default_factory=list)  # (source, destination) before the step
 
     @property
     def num_tokens(self) -> int:
@@ -124,7 +125,7 @@ def prepare_batch(
     limits: ModelLimits,
 ) -> HostBatch:
     """Build the host batch; registers a new placeholder for every request that samples."""
-    batch = HostBatch()
+    batch = HostBatch(block_copies=list(plan.kv_block_copies))
     for rid, n in plan.num_scheduled_tokens.items():
         if n <= 0:
             continue

@@ -50,6 +50,20 @@ class PagedKVCache:
         bs = self.block_size
         return [block_table[p // bs] * bs + p % bs for p in range(start, end)]
 
+    def copy_blocks(self, pairs: list[tuple[int, int]]) -> None:
+        """Copy whole blocks (source -> destination) in every layer, on the current stream."""
+        for src, dst in pairs:
+            if not (1 <= src < self.num_blocks and 1 <= dst < self.num_blocks):
+                raise ValueError(f"block copy {src} -> {dst} outside 1..{self.num_blocks - 1}")
+        if not pairs:
+            return
+        device = self.layers[0][0].device
+        src_ids = torch.tensor([s for s, _ in pairs], dtype=torch.int64, device=device)
+        dst_ids = torch.tensor([d for _, d in pairs], dtype=torch.int64, device=device)
+        for k, v in self.layers:
+            k.index_copy_(0, dst_ids, k.index_select(0, src_ids))
+            v.index_copy_(0, dst_ids, v.index_select(0, src_ids))
+
     def check_table(self, request_id: str, block_table: list[int], num_tokens: int) -> None:
         """Raise, naming the request, unless the table covers num_tokens with real blocks."""
         need = -(-num_tokens // self.block_size)

@@ -1,12 +1,13 @@
 """Fast-forward stress hunt: random configurations, tables with it on and off must be identical.
 
-Usage: python bench/ff_stress.py [FIRST_SEED] [SECONDS]
+Usage: python bench/ff_stress.py [FIRST_SEED] [SECONDS] [POLICY_PREFIX]
 
 Not part of the test suite (it runs for minutes): random multi-turn workloads with shared system
 prompts, priorities, aborts, KV-load failures, deferred block frees, tight pools, block sizes,
 engines and every policy that jumps. Prints one line per difference (seed and config), counts
 configurations the policy rejects (e.g. orca/static need max_num_batched_tokens >=
-max_model_len), and a summary line.
+max_model_len) and runs that stop where TensorRT-LLM itself fails or wedges (identically with it on
+and off), and a summary line. POLICY_PREFIX (e.g. `trtllm:`) draws only the policies it starts.
 """
 
 import json
@@ -16,6 +17,7 @@ import tempfile
 import time
 
 from schedsim import RunConfig, simulate
+from schedsim.policies.trtllm import TrtllmFailure
 
 
 def wl_spec(rng: random.Random, path: str) -> str:
@@ -69,27 +71,32 @@ def trtllm_options(rng: random.Random) -> dict:
     return opts
 
 
-def one(seed: int, tmp: str) -> int | str:
+POLICIES = [
+    "vllm",
+    "vllm-async",
+    "vllm",
+    "vllm-async",
+    "orca",
+    "sarathi",
+    "static",
+    "sglang-overlap",
+    "sglang-overlap",
+    "trtllm:max-requests",
+    "trtllm:guaranteed-no-evict",
+    "trtllm:static-batch",
+    "trtllm:max-utilization",
+    "trtllm:max-utilization",
+]
+
+
+class Stopped(Exception):
+    """Both runs stopped where TensorRT-LLM fails, at the same step for the same reason."""
+
+
+def one(seed: int, tmp: str, prefix: str = "") -> int | str:
     """Steps jumped, or a line describing a difference."""
     rng = random.Random(seed)
-    policy = rng.choice(
-        [
-            "vllm",
-            "vllm-async",
-            "vllm",
-            "vllm-async",
-            "orca",
-            "sarathi",
-            "static",
-            "sglang-overlap",
-            "sglang-overlap",
-            "trtllm:max-requests",
-            "trtllm:guaranteed-no-evict",
-            "trtllm:static-batch",
-            "trtllm:max-utilization",
-            "trtllm:max-utilization",
-        ]
-    )
+    policy = rng.choice([p for p in POLICIES if p.startswith(prefix)])
     kw = dict(
         policy=policy,
         trace=wl_spec(rng, f"{tmp}/w{seed % 8}.json"),
@@ -122,8 +129,16 @@ def one(seed: int, tmp: str) -> int | str:
     if policy.startswith("vllm") and rng.random() < 0.3:
         kw.update(policy_options={"defer_block_free": True})  # finishes park blocks behind fences
     res = []
+    stops = []
     for ff in (False, True):
-        res.append(simulate(RunConfig(fast_forward=ff, **kw)))
+        try:
+            res.append(simulate(RunConfig(fast_forward=ff, **kw)))
+        except TrtllmFailure as stop:
+            stops.append(str(stop))
+    if stops:
+        if len(stops) == 2 and stops[0] == stops[1]:
+            raise Stopped(stops[0])
+        return f"seed {seed}: stops differ {stops}; cfg {kw}"
     for name in ("requests", "steps", "timeline", "itl"):
         a, b = getattr(res[0], name), getattr(res[1], name)
         if not a.equals(b):
@@ -139,13 +154,16 @@ def main() -> None:
     """Run configurations from FIRST_SEED for SECONDS seconds."""
     start = int(sys.argv[1]) if len(sys.argv) > 1 else 0
     duration = float(sys.argv[2]) if len(sys.argv) > 2 else 300.0
-    t0, n, jumped, rejected, diffs = time.time(), 0, 0, 0, 0
+    prefix = sys.argv[3] if len(sys.argv) > 3 else ""
+    t0, n, jumped, rejected, diffs, stopped = time.time(), 0, 0, 0, 0, 0
     with tempfile.TemporaryDirectory() as tmp:
         while time.time() - t0 < duration:
             try:
-                r = one(start + n, tmp)
+                r = one(start + n, tmp, prefix)
             except ValueError:  # the policy rejects this configuration (a named field)
                 r, rejected = 0, rejected + 1
+            except Stopped:
+                r, stopped = 0, stopped + 1
             if isinstance(r, str):
                 diffs += 1
                 print(r, flush=True)
@@ -153,8 +171,8 @@ def main() -> None:
                 jumped += r
             n += 1
     print(
-        f"{n} configurations ({rejected} rejected by their policy), {diffs} differences, "
-        f"{jumped} steps jumped in total"
+        f"{n} configurations ({rejected} rejected by their policy, {stopped} stopped where TensorRT-LLM "
+        f"fails), {diffs} differences, {jumped} steps jumped in total"
     )
 
 

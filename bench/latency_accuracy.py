@@ -50,16 +50,19 @@ def gpu_only_baseline(df: pd.DataFrame) -> np.ndarray:
     cpu, out = CpuCostModel(), []
     for r in df.itertuples(index=False):
         lm = make_latency_model(r.model, r.gpu, int(r.tp), engine="none")
-        out.append(sum(s.weight * (lm.step_time(s.shape) + cpu.step_total(s.reqs, s.tokens))
-                       for s in row_steps(r)) * 1e3)
+        out.append(
+            sum(s.weight * (lm.step_time(s.shape) + cpu.step_total(s.reqs, s.tokens)) for s in row_steps(r))
+            * 1e3
+        )
     return np.array(out)
 
 
 def by_tp_phase(points: pd.DataFrame, col: str) -> pd.DataFrame:
     """Signed / absolute error by TP degree (columns) and phase (rows)."""
     s = summarize(points.assign(err=points[col] / points.value - 1), ["phase", "tp"])
-    s["cell"] = [f"{a:+.1%} / {b:.1%} ({n})" for a, b, n in
-                 zip(s.median_signed, s.median_abs, s.n, strict=True)]
+    s["cell"] = [
+        f"{a:+.1%} / {b:.1%} ({n})" for a, b, n in zip(s.median_signed, s.median_abs, s.n, strict=True)
+    ]
     out = s.pivot(index="phase", columns="tp", values="cell").fillna("—").reset_index()
     out.columns = ["phase", *(f"TP {c}" for c in out.columns[1:])]
     return out
@@ -69,11 +72,13 @@ def sources_section() -> None:
     res = evaluate()
     p = res["points"]
     p["pred_none_ms"] = gpu_only_baseline(p)
-    cols = {"pred_none_ms": "GPU models + CPU defaults, no overhead terms",
-            "pred_in_ms": "overhead terms, in-sample (fit on every source)",
-            "pred_loso_ms": "overhead terms, leave one source out",
-            "pred_half_ms": "overhead terms, each deployment calibrated on half of its rows "
-                            "(start: the fit without its source), tested on the other half"}
+    cols = {
+        "pred_none_ms": "GPU models + CPU defaults, no overhead terms",
+        "pred_in_ms": "overhead terms, in-sample (fit on every source)",
+        "pred_loso_ms": "overhead terms, leave one source out",
+        "pred_half_ms": "overhead terms, each deployment calibrated on half of its rows "
+        "(start: the fit without its source), tested on the other half",
+    }
     print("## Rows evaluated\n")
     print(markdown(p.groupby(["source", "engine_profile"]).size().rename("rows").reset_index()))
     overall = []
@@ -88,21 +93,29 @@ def sources_section() -> None:
         print(f"\n## {title}: median signed / absolute error (n) by phase and TP\n")
         print(markdown(by_tp_phase(p, col)))
     print("\n## Leave one source out, by source, GPU, TP and phase\n")
-    print(markdown(summarize(p.assign(err=p.pred_loso_ms / p.value - 1),
-                             ["source", "gpu", "tp", "phase"])))
+    print(markdown(summarize(p.assign(err=p.pred_loso_ms / p.value - 1), ["source", "gpu", "tp", "phase"])))
     print("\n## Fitted overhead terms (in-sample fit = data/overhead_fit.json) and priors\n")
-    rows = [{"parameter": prm.name, "fitted": float(v), "prior": f"{prm.mean:g} ± {prm.sd:g}",
-             **{f"without {s}": float(res["loso"][s][i]) for s in sorted(res["loso"])},
-             "prior source": prm.source}
-            for i, (prm, v) in enumerate(zip(res["params"], res["theta"], strict=True))]
+    rows = [
+        {
+            "parameter": prm.name,
+            "fitted": float(v),
+            "prior": f"{prm.mean:g} ± {prm.sd:g}",
+            **{f"without {s}": float(res["loso"][s][i]) for s in sorted(res["loso"])},
+            "prior source": prm.source,
+        }
+        for i, (prm, v) in enumerate(zip(res["params"], res["theta"], strict=True))
+    ]
     print(markdown(pd.DataFrame(rows)))
 
 
 def fitted_step_check(seed: int = 0) -> pd.DataFrame:
     rng = random.Random(seed)
     rows = []
-    for model, gpu, tp in [("llama-3-8b", "a100-80gb", 1), ("llama-2-70b", "h100-sxm", 4),
-                           ("qwen-72b", "h100-sxm", 8)]:
+    for model, gpu, tp in [
+        ("llama-3-8b", "a100-80gb", 1),
+        ("llama-2-70b", "h100-sxm", 4),
+        ("qwen-72b", "h100-sxm", 8),
+    ]:
         lm = make_latency_model(model, gpu, tp, engine="none")
         shapes = []
         while len(shapes) < 400:
@@ -111,9 +124,15 @@ def fitted_step_check(seed: int = 0) -> pd.DataFrame:
             if pre or dec:
                 shapes.append(StepShape(pre, dec))
         cal = fit_step_model(steps_frame(shapes, [lm.step_time(s) for s in shapes]))
-        rows.append({"model": model, "gpu": gpu, "tp": tp,
-                     "cv_median_rel_err": cal["cv_error"]["median_rel_err"],
-                     "cv_p90_rel_err": cal["cv_error"]["p90_rel_err"]})
+        rows.append(
+            {
+                "model": model,
+                "gpu": gpu,
+                "tp": tp,
+                "cv_median_rel_err": cal["cv_error"]["median_rel_err"],
+                "cv_p90_rel_err": cal["cv_error"]["p90_rel_err"],
+            }
+        )
     return pd.DataFrame(rows)
 
 

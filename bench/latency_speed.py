@@ -30,17 +30,27 @@ def per_call_us(fn, arg, n: int = 20000) -> float:
 
 
 def main() -> None:
-    fitted = FittedStepModel({"intercept_s": 4e-3, "prefill_tokens": 6e-5, "decode_count": 3e-5,
-                              "sum_context": 1e-7, "sum_context_sq": 2e-9})
-    models = {"roofline (llama-3.1-8b, h100)": make_latency_model("llama-3.1-8b", "h100", engine="none"),
-              "  + vllm overhead terms": make_latency_model("llama-3.1-8b", "h100"),
-              "table (llama-2-70b, h100, tp8)": make_latency_model("llama-2-70b", "h100", 8, engine="none"),
-              "  + vllm overhead terms ": make_latency_model("llama-2-70b", "h100", 8),
-              "fitted": fitted}
+    fitted = FittedStepModel(
+        {
+            "intercept_s": 4e-3,
+            "prefill_tokens": 6e-5,
+            "decode_count": 3e-5,
+            "sum_context": 1e-7,
+            "sum_context_sq": 2e-9,
+        }
+    )
+    models = {
+        "roofline (llama-3.1-8b, h100)": make_latency_model("llama-3.1-8b", "h100", engine="none"),
+        "  + vllm overhead terms": make_latency_model("llama-3.1-8b", "h100"),
+        "table (llama-2-70b, h100, tp8)": make_latency_model("llama-2-70b", "h100", 8, engine="none"),
+        "  + vllm overhead terms ": make_latency_model("llama-2-70b", "h100", 8),
+        "fitted": fitted,
+    }
     print(f"{'model':32s} " + " ".join(f"{k:>14s}" for k in SHAPES))
     for name, model in models.items():
-        print(f"{name:32s} " + " ".join(f"{per_call_us(model.step_time, s):11.1f} us"
-                                        for s in SHAPES.values()))
+        print(
+            f"{name:32s} " + " ".join(f"{per_call_us(model.step_time, s):11.1f} us" for s in SHAPES.values())
+        )
     cpu = CpuCostModel()
     print(f"CpuCostModel.phase_time: {per_call_us(lambda _: cpu.phase_time('schedule', 128, 256), 0):.2f} us")
 

@@ -1,5 +1,6 @@
 """Print TensorRT-LLM policy figures on shipped traces: pauses, recompute, truncation, prefix skips,
 queueing and head-of-line blocking per capacity policy, plus the scheduler's own CPU cost per step.
+A run that stops where TensorRT-LLM itself fails or wedges reports that in `stops` (cause and step).
 
 Usage: python bench/policies_trtllm_bench.py [--requests N]
 """
@@ -13,7 +14,7 @@ import time
 import pandas as pd
 from schedsim import simulate
 from schedsim.policies import register_policy
-from schedsim.policies.trtllm import CapacitySchedulerPolicy, TrtllmConfig, TrtllmPolicy
+from schedsim.policies.trtllm import CapacitySchedulerPolicy, TrtllmConfig, TrtllmFailure, TrtllmPolicy
 from schedsim.run.config import RunConfig
 
 CAPTURED: dict[str, TrtllmPolicy] = {}
@@ -57,7 +58,15 @@ def _row(
         max_num_batched_tokens=2048,
         policy_options={"chunking_policy": chunking},
     )
-    res = simulate(cfg)
+    try:
+        res = simulate(cfg)
+    except TrtllmFailure as stop:
+        return {
+            "trace": trace,
+            "capacity": cap.value,
+            "chunking": chunking,
+            "stops": f"{stop.cause}@{stop.step}",
+        }
     pol, s = CAPTURED[cap.value], res.summary
     steps = max(pol.stats.num_steps, 1)
     computed = max(pol.stats.num_computed_tokens, 1)
@@ -65,6 +74,7 @@ def _row(
         "trace": trace,
         "capacity": cap.value,
         "chunking": chunking,
+        "stops": "",
         "pauses": s["num_pauses"],
         "pauses_per_1k_steps": 1000 * s["num_pauses"] / steps,
         "pauses_per_req": s["num_pauses"] / n,

@@ -25,6 +25,9 @@ class StepPlan:
     spec_decode_tokens: dict[str, list[int]] = field(default_factory=dict)
     # block table of each scheduled request; owned by the KV manager: copy it to keep it.
     block_ids: dict[str, list[int]] = field(default_factory=dict)
+    # (source, destination) block ids whose KV the device copies before this step's forward pass
+    # (TensorRT-LLM's partial-block reuse copies the matched tokens into a fresh block).
+    kv_block_copies: list[tuple[int, int]] = field(default_factory=list)
     new_req_ids: list[str] = field(default_factory=list)
     resumed_req_ids: list[str] = field(default_factory=list)
     preempted_req_ids: list[str] = field(default_factory=list)
@@ -42,6 +45,7 @@ class StepPlan:
         context_lens: dict[str, int] | None = None,
         spec_decode_tokens: dict[str, list[int]] | None = None,
         block_ids: dict[str, list[int]] | None = None,
+        kv_block_copies: list[tuple[int, int]] | None = None,
         new_req_ids: list[str] | None = None,
         resumed_req_ids: list[str] | None = None,
         preempted_req_ids: list[str] | None = None,
@@ -56,6 +60,7 @@ class StepPlan:
         self.context_lens = {} if context_lens is None else context_lens
         self.spec_decode_tokens = {} if spec_decode_tokens is None else spec_decode_tokens
         self.block_ids = {} if block_ids is None else block_ids
+        self.kv_block_copies = [] if kv_block_copies is None else kv_block_copies
         self.new_req_ids = [] if new_req_ids is None else new_req_ids
         self.resumed_req_ids = [] if resumed_req_ids is None else resumed_req_ids
         self.preempted_req_ids = [] if preempted_req_ids is None else preempted_req_ids

@@ -19,6 +19,7 @@ class SpfConfig(SchedulerConfig):
     """SchedulerConfig's shared knobs (KV pool, token budget, seats) plus the starvation cap."""
 
     max_wait_steps: int = 64  # steps after which a waiting request is served first
+    enable_chunked_prefill: bool = False  # whole prompts only (so the run's budget holds any prompt)
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -3,6 +3,8 @@
 Registered names: trtllm:max-requests, trtllm:guaranteed-no-evict, trtllm:static-batch,
 trtllm:max-utilization; options (chunking_policy, chunk_unit_size, enable_prefix_aware_scheduling,
 two_step_lookahead, max_batch_size, max_num_tokens, max_input_len, ...) live in TrtllmConfig.
+The KV-aware policies run on TensorRT-LLM's own block manager (radix-tree reuse,
+`kv_cache_manager.py`), not on the vLLM pool of `schedsim.policies.kv_cache`.
 """
 
 from __future__ import annotations
@@ -10,15 +12,20 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..registry import register_policy
-from .allocation import BatchAllocator, TrtllmStats
+from .block_keys import BlockKeys
 from .capacity import CapacityResult, CapacityScheduler, CapacitySchedulerPolicy, PeftBudget
 from .chunking import ChunkingPolicy, reuse_adjusted_compute, set_ctx_requests_chunk_size
 from .config import TrtllmConfig
-from .kv_accounting import KvAccounting, PrefixReuseSummary
+from .errors import KvCacheExhausted, SchedulerWedged, TokenBudgetExceeded, TrtllmFailure
+from .kv_accounting import KvAccounting
+from .kv_cache_manager import KvCacheExhaustedError, KVCacheManager, PrefixReuseSummary
 from .micro_batch import ContextChunkingConfig, MicroBatch, MicroBatchScheduler
 from .pause import pause
 from .policy import TrtllmPolicy
+from .resource_manager import ResourceManager
+from .scheduled_requests import ScheduledRequests
 from .state import CAPACITY_WINDOW, MICRO_BATCH_WINDOW, LlmRequest, LlmRequestState
+from .stats import TrtllmStats
 
 _DESCRIPTIONS = {
     CapacitySchedulerPolicy.MAX_REQUESTS: "TensorRT-LLM, request-count cap only (no KV admission check)",
@@ -44,20 +51,28 @@ for _policy, _description in _DESCRIPTIONS.items():
 __all__ = [
     "CAPACITY_WINDOW",
     "MICRO_BATCH_WINDOW",
-    "BatchAllocator",
+    "BlockKeys",
     "CapacityResult",
     "CapacityScheduler",
     "CapacitySchedulerPolicy",
     "ChunkingPolicy",
     "ContextChunkingConfig",
+    "KVCacheManager",
     "KvAccounting",
+    "KvCacheExhausted",
+    "KvCacheExhaustedError",
     "LlmRequest",
     "LlmRequestState",
     "MicroBatch",
     "MicroBatchScheduler",
     "PeftBudget",
     "PrefixReuseSummary",
+    "ResourceManager",
+    "ScheduledRequests",
+    "SchedulerWedged",
+    "TokenBudgetExceeded",
     "TrtllmConfig",
+    "TrtllmFailure",
     "TrtllmPolicy",
     "TrtllmStats",
     "pause",

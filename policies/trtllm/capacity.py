@@ -72,7 +72,7 @@ class CapacityResult:
 
 
 class CapacityScheduler:
-    """Dispatches to one policy; no KV accounting means max-requests, as in TensorRT-LLM."""
+    """PyCapacityScheduler: one policy; no KV accounting means max-requests, as in TensorRT-LLM."""
 
     def __init__(
         self,
@@ -84,8 +84,14 @@ class CapacityScheduler:
         prefix_aware: bool = True,
         variable_window: bool = False,
         peft: PeftBudget | None = None,
+        started_contexts_in_first_pass: bool = False,
     ) -> None:
-        """Validate the count cap; prefix awareness needs block reuse and a fixed attention window."""
+        """Validate the count cap; prefix awareness needs a fixed attention window.
+
+        `started_contexts_in_first_pass` (not TensorRT-LLM): no-evict and static batch schedule a
+        context past its first chunk in the first pass, with the generations, so a new context that
+        misses on blocks ahead of it cannot hold it back.
+        """
         if max_num_requests < 1:
             raise ValueError(f"CapacityScheduler.max_num_requests must be >= 1, got {max_num_requests}")
         self.policy = policy if acct is not None else CapacitySchedulerPolicy.MAX_REQUESTS
@@ -94,12 +100,13 @@ class CapacityScheduler:
         self.two_steps = two_steps_look_ahead
         self.prefix_aware = prefix_aware and not variable_window
         self.peft = peft
+        self.started_contexts_in_first_pass = started_contexts_in_first_pass
 
     def schedule(self, active: Sequence[LlmRequest], inflight: Collection[str] = ()) -> CapacityResult:
         """Run the configured policy over the active requests in their order.
 
-        `inflight`: requests in a micro-batch still on the device; they are never paused (their KV is
-        being written), which only matters with more than one micro-batch in flight.
+        `inflight`: requests in a micro-batch still on the device; max-utilization never pauses them
+        (their KV is being written), which only matters with more than one micro-batch in flight.
         """
         if self.policy is CapacitySchedulerPolicy.MAX_REQUESTS:
             return self._max_requests(active)
@@ -119,8 +126,14 @@ class CapacityScheduler:
                 fitting.append(req)
         return CapacityResult(fitting, [])
 
+    def _first_pass(self, req: LlmRequest) -> bool:
+        """Scheduled unconditionally in no-evict's first pass: generations (opted in: started contexts)."""
+        return req.is_generation_in_progress_state or (
+            self.started_contexts_in_first_pass and self._is_started(req)
+        )
+
     def _guaranteed_no_evict(self, active: Sequence[LlmRequest], static: bool) -> CapacityResult:
-        """Running generations reserve to completion first; then contexts in order until one misses."""
+        """Generations reserve to completion first; then contexts in order until one misses on blocks."""
         assert self.acct is not None
         reserved = NoEvictScheduledBlocks(self.acct)
         skipper = PrefixSkipper(self.acct, self.prefix_aware, skipping=not static)
@@ -133,13 +146,9 @@ class CapacityScheduler:
                 continue
             if len(fitting) >= self.max_num_requests:
                 break
-            if req.is_generation_in_progress_state or self._is_started(req):
-                # A context past its first chunk already holds blocks and adapter pages: it
-                # continues like a generation, so a new context that jumped behind it (PEFT
-                # `continue`) can never wedge it behind the head-of-line `break`.
+            if self._first_pass(req):
                 fitting.append(req)
-                reserved.enough_available_blocks(req)
-                reserved.commit_blocks()
+                reserved.decrement_reserved_blocks(req)
                 peft.claim(req)
             else:
                 pending.append(req)
@@ -149,19 +158,20 @@ class CapacityScheduler:
                     continue
                 if len(fitting) >= self.max_num_requests:
                     break
-                if not reserved.enough_available_blocks(req, skipper.summary(req)):
+                summary = skipper.summary(req)
+                if not reserved.enough_available_blocks(req, summary):
                     break  # head-of-line: a later (likely longer) request must not jump the queue
                 if not peft.fits(req):
                     continue  # only adapter pages are short: later requests may still fit
                 peft.claim(req)
                 fitting.append(req)
-                reserved.commit_blocks()
+                reserved.decrement_reserved_blocks(req, summary)
                 skipper.register_contributed_blocks(req)
         return CapacityResult(fitting, [], skipper.num_skipped)
 
     @staticmethod
     def _is_started(req: LlmRequest) -> bool:
-        """Pausing frees something only for a context past its first chunk or a generation."""
+        """Holds KV worth pausing for: a context past its first chunk, or a generation."""
         return CAPACITY_WINDOW.admits(req.state) and (
             (req.is_context_init_state and not req.is_first_context_chunk)
             or req.is_generation_in_progress_state

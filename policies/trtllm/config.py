@@ -16,7 +16,8 @@ class TrtllmConfig(SchedulerConfig):
 
     max_batch_size -> max_num_seqs, max_num_tokens -> max_num_batched_tokens,
     max_input_len -> max_model_len - 1, chunk_unit_size -> block_size. Chunking is on when
-    enable_chunked_prefill is; the capacity policy is fixed by the registered policy name.
+    enable_chunked_prefill is, block reuse when enable_prefix_caching is; the capacity policy is
+    fixed by the registered policy name. The KV pool has num_gpu_blocks - 1 usable blocks.
     """
 
     chunking_policy: str = ChunkingPolicy.FIRST_COME_FIRST_SERVED.value
@@ -31,11 +32,20 @@ class TrtllmConfig(SchedulerConfig):
     # LoRA adapter pages (PEFT cache); None: unlimited.
     max_peft_pages: int | None = None
     peft_pages_per_adapter: int = 1
-    # force-chunk: expected state-snapshot points every this many tokens (None: chunk unit).
+    # force-chunk: expected state-snapshot points every this many tokens, as a linear-attention
+    # (Mamba) cache manager sets them; None: none (a transformer's KV cache), a chunk is the remainder.
     snapshot_interval: int | None = None
     # Pipeline micro-batches in flight (inflight_request_ids): >1 lets the engine queue batches; a
     # request in flight is skipped by the micro-batch scheduler and never paused.
     num_micro_batches: int = 1
+    # KvCacheConfig: reuse a common prefix inside a block (copying it into a fresh block when the
+    # matched block is held or continued by others).
+    enable_partial_reuse: bool = True
+    copy_on_partial_reuse: bool = True
+    # Not TensorRT-LLM: no-evict and static batch schedule contexts past their first chunk in the
+    # first pass with the generations, instead of behind new contexts in the second (where a new
+    # context that misses on blocks can hold them back for ever: TensorRT-LLM's wedge).
+    started_contexts_in_first_pass: bool = False
 
     def __post_init__(self) -> None:
         """Check each TensorRT-LLM field, naming it."""
@@ -71,6 +81,12 @@ class TrtllmConfig(SchedulerConfig):
                 f"{name}: without chunking max_num_tokens ({self.effective_max_num_tokens}) "
                 f"must be >= max_input_len ({self.effective_max_input_len})"
             )
+        if self.effective_chunk_unit % self.block_size:
+            # a non-last chunk must end on a block boundary (setPrepopulatedPromptLen checks it)
+            raise ValueError(
+                f"{name}.chunk_unit_size ({self.effective_chunk_unit}) must be a multiple of "
+                f"block_size ({self.block_size})"
+            )
         if self.enable_chunked_prefill and self.effective_max_num_tokens < self.effective_chunk_unit:
             # a trimmed chunk is floored to the unit: a budget below one unit never schedules a long prompt
             raise ValueError(
@@ -97,8 +113,3 @@ class TrtllmConfig(SchedulerConfig):
     def effective_chunk_unit(self) -> int:
         """Chunks are floored to this (a KV block by default, to avoid fragmentation)."""
         return self.chunk_unit_size if self.chunk_unit_size is not None else self.block_size
-
-    @property
-    def effective_snapshot_interval(self) -> int:
-        """Spacing of force-chunk's snapshot points."""
-        return self.snapshot_interval if self.snapshot_interval is not None else self.effective_chunk_unit

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..kv_cache import cdiv
 from .state import CAPACITY_WINDOW, LlmRequest
 
 if TYPE_CHECKING:
@@ -12,10 +11,9 @@ if TYPE_CHECKING:
 
 
 def _check_request(policy: TrtllmPolicy, req: LlmRequest) -> None:
-    """One live request: window, folded prompt, cursor, and blocks covering its computed tokens."""
+    """One active request: window, folded prompt, cursor, and a sequence sized for its tokens."""
     request, rid = req.request, req.request_id
-    bs = policy.config.block_size
-    held = len(policy.kv.get_block_ids(rid))
+    kv = policy.kv
     assert CAPACITY_WINDOW.admits(req.state), f"{rid}: live request in state {req.state.name}"
     assert not request.is_finished, f"{rid}: finished request still active"
     assert req.max_new_tokens >= 1, f"{rid}: max_new_tokens {req.max_new_tokens} < 1"
@@ -32,22 +30,30 @@ def _check_request(policy: TrtllmPolicy, req: LlmRequest) -> None:
                 f"{rid}: num_computed_tokens {request.num_computed_tokens} != cursor"
             )
             if req.is_first_context_chunk:
-                assert held == 0, f"{rid}: first-chunk context holds {held} blocks before running"
-    elif not in_flight:
-        assert request.num_computed_tokens == request.num_tokens - 1, (
-            f"{rid}: generation request computed {request.num_computed_tokens} of {request.num_tokens}"
-        )
-    assert held >= cdiv(request.num_computed_tokens, bs), f"{rid}: computed tokens outside its blocks"
+                assert not kv.has_sequence(rid), f"{rid}: first-chunk context holds blocks before running"
+        if not req.is_first_context_chunk:
+            assert kv.num_tokens(rid) >= req.prompt_len, f"{rid}: started context without its whole prompt"
+    else:
+        if not in_flight:
+            assert request.num_computed_tokens == request.num_tokens - 1, (
+                f"{rid}: generation request computed {request.num_computed_tokens} of {request.num_tokens}"
+            )
+            assert kv.num_tokens(rid) == request.num_computed_tokens, (
+                f"{rid}: sequence of {kv.num_tokens(rid)} tokens, {request.num_computed_tokens} computed"
+            )
 
 
 def check_policy_invariants(policy: TrtllmPolicy) -> None:
-    """Pool conservation, one table per live request, and every live request's own invariants."""
+    """Pool conservation, one sequence per started request, and every active request's own invariants."""
     policy.kv.check_invariants()
-    live = {r.request_id for r in policy.active}
-    assert live == set(policy.requests), "active list and request map disagree"
-    assert len(live) == len(policy.active), "a request is queued twice"
-    stray = set(policy.kv.req_to_blocks) - live
+    live = {r.request_id for r in policy.active} | {r.request_id for r in policy.waiting}
+    assert live == set(policy.requests), "active list, executor queue and request map disagree"
+    assert len(live) == len(policy.active) + len(policy.waiting), "a request is queued twice"
+    assert len(policy.active) <= policy.max_num_active_requests, "more active requests than the cap"
+    stray = set(policy.kv.seq_blocks) - live - set(policy.release_after_step)
     assert not stray, f"blocks held by finished or unknown requests: {sorted(stray)}"
     assert set(policy.inflight) <= live, "in-flight ids include dead requests"
+    for req in policy.waiting:
+        assert not policy.kv.has_sequence(req.request_id), f"{req.request_id}: queued request holds blocks"
     for req in policy.active:
         _check_request(policy, req)

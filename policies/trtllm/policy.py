@@ -1,56 +1,85 @@
-"""The Policy adapter: capacity scheduler, then micro-batch scheduler, then KV allocation -> StepPlan."""
+"""The Policy adapter: PyExecutor's step around TensorRT-LLM's schedulers and KV cache manager -> StepPlan.
+
+One `schedule()` is PyExecutor's step up to the forward pass (non-overlap executor loop):
+
+1. new requests move from the executor queue into the active requests, up to
+   `max_num_active_requests` (the max batch size per micro-batch); later ones wait unseen;
+2. the capacity scheduler, then the micro-batch scheduler (`SimpleUnifiedScheduler`); the
+   contexts are binned, non-last chunks first (`ScheduledRequests`);
+3. the paused requests release their blocks (stored for reuse, tokens as they were) and are
+   paused (`LlmRequest::pause`); they keep their place among the active requests;
+4. `prepare_resources`: sequences for first chunks (prefix reuse moves the chunk's start),
+   tokens for generations, re-binning, the token-budget trim.
+
+`update_from_output` is the rest of the step: every context moves one chunk (its last chunk samples
+a token), every generation samples; requests at their output cap finish and release their blocks
+(in active order); then the blocks of contexts whose prompt is now complete are stored for reuse.
+"""
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Mapping
 
-from ..kv_cache import KVCacheManager
 from ..plan import RequestOutput, StepPlan, StepResult
 from ..request import Request, RequestStatus
-from .allocation import BatchAllocator, TrtllmStats
+from .block_keys import BlockKeys
 from .capacity import CapacityScheduler, CapacitySchedulerPolicy, PeftBudget
 from .chunking import ChunkingPolicy
 from .config import TrtllmConfig
+from .errors import SchedulerWedged
 from .fastforward import TrtllmFastForward
 from .invariants import check_policy_invariants
 from .kv_accounting import KvAccounting
+from .kv_cache_manager import KVCacheManager
 from .lifecycle import advance_context, append_tokens
 from .micro_batch import ContextChunkingConfig, MicroBatchScheduler
 from .pause import pause
+from .resource_manager import ResourceManager
+from .scheduled_requests import ScheduledRequests
 from .state import LlmRequest, LlmRequestState
+from .stats import TrtllmStats
+from .wedge import wedge_message
 
 
 class TrtllmPolicy:
-    """TensorRT-LLM's SimpleScheduler (capacity -> micro-batch) plus the executor's pause handling."""
+    """TensorRT-LLM's SimpleUnifiedScheduler (capacity -> micro-batch) in PyExecutor's step."""
 
     def __init__(self, config: TrtllmConfig, capacity_policy: CapacitySchedulerPolicy) -> None:
-        """Build the block manager, the two scheduler levels and the bookkeeping."""
+        """Build the KV cache manager, the two scheduler levels and the bookkeeping."""
         self.config = config
         self.capacity_policy = capacity_policy
         # > 1: pipeline micro-batches in flight; the micro-batch scheduler skips their requests.
         self.max_concurrent_batches = config.num_micro_batches
+        bs = config.block_size
+        # max-requests is TensorRT-LLM without a KV cache manager: no reuse, nothing consulted, never
+        # short; the pool only hands out block tables to execute the batch (growing past its size).
+        has_kv_manager = capacity_policy is not CapacitySchedulerPolicy.MAX_REQUESTS
+        self.keys = BlockKeys(bs)
         self.kv = KVCacheManager(
-            config.num_gpu_blocks,
-            config.block_size,
+            config.num_gpu_blocks - 1,
+            bs,
             config.max_model_len,
-            enable_caching=config.enable_prefix_caching,
+            enable_block_reuse=config.enable_prefix_caching and has_kv_manager,
+            enable_partial_reuse=config.enable_partial_reuse,
+            copy_on_partial_reuse=config.copy_on_partial_reuse,
+            growable=not has_kv_manager,
         )
+        self.acct = KvAccounting(self.kv, self.keys) if has_kv_manager else None
         peft = (
             None
             if config.max_peft_pages is None
             else PeftBudget(config.max_peft_pages, config.peft_pages_per_adapter)
         )
-        # max-requests is TensorRT-LLM's scheduler without a KV manager: it never consults the pool.
-        no_kv = capacity_policy is CapacitySchedulerPolicy.MAX_REQUESTS
-        self.acct = None if no_kv else KvAccounting(self.kv)
         self.capacity = CapacityScheduler(
             capacity_policy,
-            config.max_num_seqs,
+            config.effective_max_batch_size,
             self.acct,
             two_steps_look_ahead=config.two_step_lookahead,
             prefix_aware=config.enable_prefix_aware_scheduling,
             variable_window=config.variable_window_attention,
             peft=peft,
+            started_contexts_in_first_pass=config.started_contexts_in_first_pass,
         )
         chunking = None
         if config.enable_chunked_prefill:
@@ -61,19 +90,29 @@ class TrtllmPolicy:
             config.effective_max_batch_size, config.effective_max_num_tokens, chunking
         )
         self.stats = TrtllmStats()
-        self.allocator = BatchAllocator(self.kv, config, self.stats, self._pause)
+        self.resources = ResourceManager(
+            self.kv,
+            self.keys,
+            self.stats,
+            config.effective_max_num_tokens,
+            config.enable_chunked_prefill,
+            has_kv_manager=has_kv_manager,
+        )
+        self.max_num_active_requests = config.effective_max_batch_size * config.num_micro_batches
+        self.waiting: deque[LlmRequest] = deque()  # the executor queue: not yet seen by the schedulers
         self.active: list[LlmRequest] = []
         self.requests: dict[str, LlmRequest] = {}
         self.inflight: dict[str, tuple[int, int]] = {}  # id -> (non-draft tokens, drafts) scheduled
+        self.release_after_step: dict[str, LlmRequest] = {}  # aborted while their step runs
         self.finished_req_ids: list[str] = []  # reported in the next plan
         self.iter_counter = 0  # PyExecutor's: the plan's step id
 
     # ---- queue ----
     def _snapshot_points(self, prompt_len: int) -> tuple[int, ...]:
-        """force-chunk's expected snapshot points along the (effective) prompt."""
-        if self.config.chunking_policy != ChunkingPolicy.FORCE_CHUNK.value:
+        """force-chunk's expected snapshot points (state caching of linear attention; none by default)."""
+        step = self.config.snapshot_interval
+        if step is None or self.config.chunking_policy != ChunkingPolicy.FORCE_CHUNK.value:
             return ()
-        step = self.config.effective_snapshot_interval
         return tuple(range(step, prompt_len, step))
 
     def add_request(self, request: Request) -> None:
@@ -94,11 +133,17 @@ class TrtllmPolicy:
             raise ValueError(f"request {request.request_id}: status must be WAITING with no computed tokens")
         max_new = min(request.max_tokens, cfg.max_model_len - request.prompt_len)
         req = LlmRequest.from_request(request, max_new, self._snapshot_points(request.prompt_len))
-        self.active.append(req)
+        self.waiting.append(req)
         self.requests[request.request_id] = req
 
+    def _activate_new_requests(self) -> None:
+        """_fetch_and_activate_new_requests: the executor queue fills the active set up to its cap."""
+        waiting, active = self.waiting, self.active
+        while waiting and len(active) < self.max_num_active_requests:
+            active.append(waiting.popleft())
+
     def abort_requests(self, request_ids: Iterable[str]) -> list[Request]:
-        """Finish live requests as aborted and free their KV."""
+        """Finish live requests as aborted and release their KV (after their step, if one runs)."""
         aborted = []
         for rid in request_ids:
             req = self.requests.get(rid)
@@ -108,17 +153,17 @@ class TrtllmPolicy:
         return aborted
 
     def has_unfinished_requests(self) -> bool:
-        """Anything still waiting, paused or running."""
-        return bool(self.active)
+        """Anything still queued, active or paused."""
+        return bool(self.active) or bool(self.waiting)
 
     def has_requests(self) -> bool:
         """Unfinished requests, or finishes not yet reported in a plan."""
-        return bool(self.active) or bool(self.finished_req_ids)
+        return bool(self.active) or bool(self.waiting) or bool(self.finished_req_ids)
 
     def get_request_counts(self) -> tuple[int, int]:
         """(running, waiting): running = admitted and executed since its last (re)admission."""
         running = sum(1 for r in self.active if r.has_run)
-        return running, len(self.active) - running
+        return running, len(self.active) + len(self.waiting) - running
 
     def kv_usage(self) -> float:
         """Fraction of usable blocks held."""
@@ -143,30 +188,34 @@ class TrtllmPolicy:
 
     # ---- scheduling ----
     def schedule(self) -> StepPlan:
-        """Capacity -> pause -> micro-batch -> allocate; requests whose KV cannot grow wait or pause."""
-        plan = StepPlan(step_id=self.iter_counter)
+        """Activate, schedule (capacity -> micro-batch), pause, prepare resources -> StepPlan."""
+        step = self.iter_counter
+        plan = StepPlan(step_id=step)
         plan.finished_req_ids, self.finished_req_ids = self.finished_req_ids, []
+        self._activate_new_requests()
         cap = self.capacity.schedule(self.active, self.inflight)
         self.stats.num_prefix_skips += cap.num_prefix_skipped
+        micro = self.micro.schedule(cap.fitting, self.inflight)
+        batch = ScheduledRequests(generation_requests=micro.generation_requests, paused_requests=cap.paused)
+        batch.reset_context_requests(micro.context_requests)
         for victim in cap.paused:
             self._pause(victim, plan)
-        batch = self.allocator.select_and_allocate(self.micro, cap.fitting, self.inflight, plan)
-        for req in batch.context_requests + batch.generation_requests:
+        self.resources.prepare_resources(batch, step)
+        plan.kv_block_copies = self.kv.drain_copies()
+        for req in batch.all_requests():
             self._add_to_plan(req, plan)
-        if plan.num_scheduled_tokens:
-            seq = self.kv.begin_step()
-            for rid in plan.num_scheduled_tokens:
-                self.requests[rid].request.last_sched_seq = seq
+        if batch.is_empty and self.active and not self.inflight and self.acct is not None:
+            ids, message = wedge_message(self, step)
+            raise SchedulerWedged(step, ids, message)
         self.iter_counter += 1
         self.stats.num_steps += 1
         return plan
 
     def _pause(self, req: LlmRequest, plan: StepPlan) -> None:
-        """LlmRequest::pause, then free its KV so re-admission recomputes (reusing cached blocks)."""
-        self.kv.free(req.request, req.request.last_sched_seq)
+        """Release the blocks (stored with the tokens as they are), then LlmRequest::pause."""
+        self.resources.free_resources(req)
         lost = pause(req, self.config.effective_max_input_len)
-        request = req.request
-        del request.block_hashes[request.num_tokens // self.config.block_size :]
+        self.keys.truncate(req.request_id, req.prompt_len)
         req.expected_snapshot_points = self._snapshot_points(req.prompt_len)
         plan.paused_req_ids.append(req.request_id)
         self.stats.num_pauses += 1
@@ -194,33 +243,39 @@ class TrtllmPolicy:
 
     # ---- results ----
     def update_from_output(self, plan: StepPlan, result: StepResult) -> list[RequestOutput]:
-        """Advance cursors, append sampled tokens (accepted drafts + bonus), stop-check, report finishes."""
+        """Advance chunks, sample, finish (releasing KV in active order), rewind drafts, store contexts."""
         outputs: list[RequestOutput] = []
-        if plan.num_scheduled_tokens:
-            self.kv.end_step()
+        finishing: dict[str, RequestStatus] = {}
+        contexts: list[LlmRequest] = []
+        rewinds: list[tuple[LlmRequest, int]] = []
         for rid in plan.num_scheduled_tokens:
             req = self.requests.get(rid)
             scheduled = self.inflight.pop(rid, None)
             if req is None or scheduled is None:
-                continue  # aborted while in flight
+                gone = self.release_after_step.pop(rid, None)
+                if gone is not None:
+                    self.resources.free_resources(gone)
+                    self.keys.drop(rid)
+                continue
             base, drafts = scheduled
             if rid in result.failed_kv_load_ids:
-                self._kv_load_failed(req)
+                self._kv_load_failed(req, drafts)
                 continue  # nothing computed: the same tokens are scheduled again
             sampled = result.sampled_token_ids.get(rid, [])
             accepted = min(max(len(sampled) - 1, 0), drafts)
             self.stats.num_computed_tokens += base + accepted
             if req.is_generation_in_progress_state:
                 req.request.num_computed_tokens += base + accepted
+                if drafts > accepted:
+                    rewinds.append((req, drafts - accepted))
             else:
+                contexts.append(req)
                 before = req.request.num_recomputed_tokens
                 done = advance_context(req, base)
                 self.stats.num_recomputed_tokens += req.request.num_recomputed_tokens - before
                 if not done:
-                    self.kv.cache_blocks(req.request, req.request.num_computed_tokens)
                     continue  # a non-last chunk samples nothing
                 req.request.num_computed_tokens += accepted
-            self.kv.cache_blocks(req.request, req.request.num_computed_tokens)
             new_tokens, finish = append_tokens(req, sampled[: accepted + 1], self.config.max_model_len)
             req.draft_tokens = []
             req.request.spec_token_ids = []
@@ -228,27 +283,44 @@ class TrtllmPolicy:
                 self.update_draft_token_ids({rid: result.draft_token_ids[rid]})
             outputs.append(RequestOutput(rid, new_tokens, finish))
             if finish is not None:
-                self._finish(req, finish)
+                finishing[rid] = finish
+        if finishing:
+            for req in [r for r in self.active if r.request_id in finishing]:
+                self._finish(req, finishing[req.request_id])
+        for req, n in rewinds:
+            if req.request_id in self.requests:
+                for _ in range(n):
+                    self.kv.remove_token(req.request_id)
+        self.resources.update_resources(contexts)
         return outputs
 
-    def _kv_load_failed(self, req: LlmRequest) -> None:
-        """Nothing of the step landed; a first chunk gives its blocks back and starts over."""
+    def _kv_load_failed(self, req: LlmRequest, drafts: int) -> None:
+        """Nothing of the step landed: a first chunk gives its blocks back, a generation its tokens."""
         req.draft_tokens.clear()
         req.request.spec_token_ids = []
         if req.is_context_init_state and req.is_first_context_chunk:
-            self.allocator.undo_first_chunk(req)
+            self.resources.undo_sequence(req)
+        elif req.is_generation_in_progress_state:
+            for _ in range(1 + drafts):
+                self.kv.remove_token(req.request_id)
 
     def _finish(self, req: LlmRequest, status: RequestStatus) -> None:
-        """GENERATION_COMPLETE: free the KV and drop the request from the active list."""
-        request = req.request
+        """GENERATION_COMPLETE: release the KV (after its step if one runs) and leave the active list."""
+        request, rid = req.request, req.request_id
         req.state = LlmRequestState.GENERATION_COMPLETE
         request.status = status
-        self.kv.free(request, request.last_sched_seq)  # deferred while a step may still write it
-        self.kv.drop_request(request)
-        self.active.remove(req)
-        del self.requests[req.request_id]
-        self.inflight.pop(req.request_id, None)
-        self.finished_req_ids.append(req.request_id)
+        if rid in self.inflight:
+            self.release_after_step[rid] = req  # its step still writes the blocks
+        else:
+            self.resources.free_resources(req)
+            self.keys.drop(rid)
+        if req in self.active:
+            self.active.remove(req)
+        else:
+            self.waiting.remove(req)
+        del self.requests[rid]
+        self.inflight.pop(rid, None)
+        self.finished_req_ids.append(rid)
 
     def check_invariants(self) -> None:
         """KV conservation in the pool, plus each request's cursor, tokens and block table agree."""

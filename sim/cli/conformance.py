@@ -29,5 +29,4 @@ def add_parser(sub: Any) -> None:
 
 def cmd_conformance(args: argparse.Namespace) -> int:
     """Print (or write) the step logs; exit 2 if a scenario is invalid."""
-    batch = ["--batch", args.batch] if args.batch else []
-    return dispatch.main([*batch, *args.scenarios])
+    return dispatch.main(list(args.scenarios), batch=args.batch)

@@ -1,40 +1,40 @@
-"""`schedsim conformance`: each scenario goes to the engine whose format it is in.
+"""`schedsim conformance`: each scenario goes to the replay of the engine whose format it is in.
 
-A scenario whose config names `pool_tokens` and `schedule_policy` is SGLang's
-(`schedsim.conformance.sglang`); any other is vLLM's (`schedsim.conformance.vllm`). `--batch
-OUTDIR` (write each log to OUTDIR/<name>.jsonl) is SGLang's.
+A scenario whose "policy" is one of TensorRT-LLM's capacity policies is TensorRT-LLM's
+(`trtllm.py`); one whose config names `pool_tokens` and `schedule_policy` is SGLang's
+(`sglang.py`); any other is vLLM's (`vllm.py`, which also reports unreadable files). With
+`--batch OUTDIR` each engine's replay writes its scenarios' logs to OUTDIR/<name>.jsonl.
 """
 
 from __future__ import annotations
 
 import json
-import sys
+from collections.abc import Callable
 
-from schedsim.conformance import sglang, vllm
+from schedsim.conformance import sglang, trtllm, vllm
+
+Main = Callable[[list[str]], int]
 
 
-def _engine_main(path: str):
-    """The `main` of the engine the scenario at `path` is for (vLLM's reports unreadable files)."""
+def engine_of(path: str) -> Main:
+    """The `main` of the engine whose format the scenario at `path` is in."""
     try:
         with open(path) as f:
             scenario = json.load(f)
     except (OSError, json.JSONDecodeError):
         return vllm.main
-    return sglang.main if sglang.is_sglang_scenario(scenario) else vllm.main
+    if isinstance(scenario, dict) and scenario.get("policy") in trtllm.POLICIES:
+        return trtllm.main
+    if sglang.is_sglang_scenario(scenario):
+        return sglang.main
+    return vllm.main
 
 
-def main(argv: list[str]) -> int:
-    """Replay each scenario on its engine's policy and print its step log; the worst exit code."""
-    args = argv[1:] if argv and argv[0] == "conformance" else list(argv)
-    if not args or args[0] in ("-h", "--help"):
-        print(
-            "usage: schedsim conformance SCENARIO.json [...] | --batch OUTDIR SCENARIO.json [...]\n"
-            "Replays vLLM scenarios (vllm / vllm-async) or SGLang scenarios (sglang-overlap;\n"
-            "config with pool_tokens and schedule_policy) with the fake model and prints each\n"
-            "step log.",
-            file=sys.stderr,
-        )
-        return 0 if args else 2
-    if args[0] == "--batch":
-        return sglang.main(args)
-    return max(_engine_main(path)([path]) for path in args)
+def main(paths: list[str], batch: str | None = None) -> int:
+    """Replay every scenario on its engine's policies; the worst exit status of them all."""
+    by_engine: dict[Main, list[str]] = {}
+    for path in paths:
+        by_engine.setdefault(engine_of(path), []).append(path)
+    if batch is not None:
+        return max(run(["--batch", batch, *group]) for run, group in by_engine.items())
+    return max(engine_of(path)([path]) for path in paths)

@@ -72,7 +72,7 @@ def test_dispatch_sends_each_format_to_its_engine(tmp_path, capsys):
     sg = HAND[0]
     vllm_dir = Path(__file__).parent / "vllm"
     vl = sorted(vllm_dir.glob("*.json"))[0]
-    assert dispatch.main(["conformance", str(sg), str(vl)]) == 0
+    assert dispatch.main([str(sg), str(vl)]) == 0
     out = capsys.readouterr().out
     expected = [sg.with_suffix(".expected.jsonl"), vl.with_suffix(".expected.jsonl")]
     assert out == "".join(p.read_text() for p in expected)

@@ -1,9 +1,10 @@
 """Exact fast-forward of the TensorRT-LLM policies where their own limits bind inside a decode run.
 
-A burst of long generations on a pool too small for all of them: max-requests pauses the request
-whose allocation fails (an OOM pause), max-utilization the last started request when the next-step
-reservation (one or two steps of look-ahead) misses. The jumps must stop before each of those
-steps. Also LoRA adapters (the micro-batch's sort order), binding batch caps and micro-batches.
+A burst of long generations on a pool too small for all of them: max-utilization pauses the last
+started request when the next-step reservation (one or two steps of look-ahead) misses, and the
+jumps must stop before each of those steps; max-requests (no KV cache manager) never pauses, its
+block tables grow past the pool. Also LoRA adapters (the micro-batch's sort order), binding batch
+caps and micro-batches.
 """
 
 from __future__ import annotations
@@ -43,13 +44,18 @@ def burst_config(policy: str, blocks: int, **options) -> RunConfig:
 
 @pytest.mark.parametrize("two_step", [False, True])
 @pytest.mark.parametrize("blocks", [30, 40, 55])
-@pytest.mark.parametrize("policy", ["trtllm:max-requests", "trtllm:max-utilization"])
-def test_pool_running_short_identical(policy: str, blocks: int, two_step: bool) -> None:
-    summary = assert_same(
-        burst_config(policy, blocks, two_step_lookahead=two_step), workload=BURST, check_invariants=True
-    )
+def test_pool_running_short_identical(blocks: int, two_step: bool) -> None:
+    cfg = burst_config("trtllm:max-utilization", blocks, two_step_lookahead=two_step)
+    summary = assert_same(cfg, workload=BURST, check_invariants=True)
     assert summary["fast_forward_steps"] > summary["num_steps"] // 6  # pauses leave contexts to redo
     assert summary["num_pauses"] > 0
+
+
+@pytest.mark.parametrize("blocks", [30, 40])
+def test_max_requests_grows_past_the_pool_identical(blocks: int) -> None:
+    summary = assert_same(burst_config("trtllm:max-requests", blocks), workload=BURST, check_invariants=True)
+    assert summary["fast_forward_steps"] > summary["num_steps"] // 2
+    assert summary["num_pauses"] == 0 and summary["max_kv_usage"] == 1.0  # no KV manager: never short
 
 
 @pytest.mark.parametrize(

@@ -88,12 +88,19 @@ def _policy_state(policy) -> tuple:
         )
         for r in (getattr(x, "request", x) for x in policy.requests.values())
     )  # trtllm wraps
-    pool = kv.pool
-    return (
+    common = (
         reqs,
         [r.request_id for r in getattr(policy, "running", ())],
         getattr(policy, "current_step", None),
         getattr(policy, "step_id", None),
+        _sglang_state(policy),
+        _trtllm_state(policy),
+    )
+    if hasattr(kv, "snapshot"):  # TensorRT-LLM's own block manager (policies/trtllm)
+        return (*common, kv.snapshot())
+    pool = kv.pool
+    return (
+        *common,
         {k: list(v) for k, v in kv.req_to_blocks.items()},
         dict(kv.num_cached_block),
         list(pool.free_queue),
@@ -103,8 +110,6 @@ def _policy_state(policy) -> tuple:
         kv.sched_step_seq,
         kv.processed_step_seq,
         list(kv.deferred_frees),
-        _sglang_state(policy),
-        _trtllm_state(policy),
     )
 
 
@@ -161,8 +166,10 @@ def _trtllm_state(policy) -> tuple | None:
         return None
     fields = [f.name for f in dataclasses.fields(LlmRequest) if f.name != "request"]
     reqs = [(r.request_id, *(getattr(r, f) for f in fields)) for r in policy.active]
+    queued = [r.request_id for r in policy.waiting]
     return (
         reqs,
+        queued,
         dict(policy.inflight),
         list(policy.finished_req_ids),
         policy.iter_counter,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from schedsim.policies import Request, RequestStatus
-from schedsim.policies.trtllm import LlmRequest, LlmRequestState
+from schedsim.policies.trtllm import BlockKeys, KvAccounting, KVCacheManager, LlmRequest, LlmRequestState
 
 
 def ctx(
@@ -59,19 +59,20 @@ def ids(reqs: list[LlmRequest]) -> list[str]:
     return [r.request_id for r in reqs]
 
 
-def make_kv(usable_blocks: int, block_size: int = 16, caching: bool = True):
-    """A block manager with exactly `usable_blocks` allocatable blocks (plus the null block)."""
-    from schedsim.policies.kv_cache import KVCacheManager
+def make_acct(usable_blocks: int, block_size: int = 16, caching: bool = True) -> KvAccounting:
+    """TensorRT-LLM's block manager with exactly `usable_blocks` blocks, and the accounting over it."""
+    kv = KVCacheManager(usable_blocks, block_size, 4096, enable_block_reuse=caching)
+    return KvAccounting(kv, BlockKeys(block_size))
 
-    return KVCacheManager(usable_blocks + 1, block_size, 4096, enable_caching=caching)
 
-
-def hold(kv, req: LlmRequest, tokens: int | None = None) -> LlmRequest:
-    """Give the request blocks for `tokens` (default: its computed tokens), as if it had run."""
+def hold(acct: KvAccounting, req: LlmRequest, tokens: int | None = None, store: bool = False) -> LlmRequest:
+    """Give the request its sequence, as if it had run: a context's whole prompt (addSequence), a
+    generation's computed tokens; `store`: its full blocks are in the lookup tree (a completed prompt)."""
     request = req.request
-    computed = request.num_computed_tokens
-    n = computed if tokens is None else tokens
-    request.num_computed_tokens = 0
-    assert kv.allocate_slots(request, n) is not None, "pool too small for the scenario"
-    request.num_computed_tokens = computed
+    if tokens is None:
+        tokens = req.prompt_len if req.is_context_init_state else request.num_computed_tokens
+    keys = acct.keys.keys(request, tokens - 1)
+    acct.kv.add_sequence(req.request_id, tokens, keys)
+    if store:
+        acct.kv.store_blocks(req.request_id, acct.keys.full_keys(request, tokens))
     return req

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from schedsim.policies.trtllm import CapacityScheduler, CapacitySchedulerPolicy, KvAccounting, PeftBudget
-from support.trtllm import ctx, gen, hold, ids, make_kv
+from schedsim.policies.trtllm import CapacityScheduler, CapacitySchedulerPolicy, PeftBudget
+from support.trtllm import ctx, gen, hold, ids, make_acct
 
 pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
 
@@ -13,8 +13,8 @@ MAX_UTIL = CapacitySchedulerPolicy.MAX_UTILIZATION
 STATIC = CapacitySchedulerPolicy.STATIC_BATCH
 
 
-def capacity(policy, kv, max_requests: int = 8, **kw) -> CapacityScheduler:
-    return CapacityScheduler(policy, max_requests, KvAccounting(kv), **kw)
+def capacity(policy, acct, max_requests: int = 8, **kw) -> CapacityScheduler:
+    return CapacityScheduler(policy, max_requests, acct, **kw)
 
 
 def test_max_requests_caps_the_count_and_ignores_kv():
@@ -29,9 +29,9 @@ def test_no_kv_accounting_falls_back_to_max_requests():
 
 
 def _no_evict_pool():
-    kv = make_kv(11)
+    kv = make_acct(11)
     g = hold(kv, gen("G", prompt=16, generated=1, max_new=48))  # holds 1, needs 4 - 1 = 3 more
-    assert kv.num_free_blocks == 10
+    assert kv.kv.num_free_blocks == 10
     return kv, g
 
 
@@ -66,7 +66,7 @@ def test_no_evict_skips_instead_of_breaking_when_only_peft_pages_are_short():
 
 
 def test_peft_pages_are_claimed_once_per_adapter():
-    kv = make_kv(20)
+    kv = make_acct(20)
     a, b, c = ctx("A", 10, lora=1), ctx("B", 10, lora=1), ctx("C", 10, lora=2)
     res = capacity(NO_EVICT, kv, peft=PeftBudget(max_pages=2, pages_per_adapter=2)).schedule([a, b, c])
     assert ids(res.fitting) == ["A", "B"]
@@ -76,18 +76,18 @@ def test_static_batch_admits_only_into_an_empty_batch():
     kv, g = _no_evict_pool()
     y = ctx("Y", 10, max_new=6)
     assert ids(capacity(STATIC, kv).schedule([g, y]).fitting) == ["G"]
-    assert ids(capacity(STATIC, make_kv(11)).schedule([ctx("Y", 10, max_new=6)]).fitting) == ["Y"]
+    assert ids(capacity(STATIC, make_acct(11)).schedule([ctx("Y", 10, max_new=6)]).fitting) == ["Y"]
 
 
 def test_capacity_respects_max_num_requests_for_running_generations():
-    kv = make_kv(20)
+    kv = make_acct(20)
     gens = [hold(kv, gen(f"g{i}", prompt=10)) for i in range(3)]
     assert ids(capacity(NO_EVICT, kv, max_requests=2).schedule(gens).fitting) == ["g0", "g1"]
 
 
 def _three_generations(usable: int):
     """G1 needs 0 blocks next step, G2 and G3 need 1 each; each holds 1 block."""
-    kv = make_kv(usable)
+    kv = make_acct(usable)
     g1 = hold(kv, gen("G1", prompt=10))
     g2 = hold(kv, gen("G2", prompt=16))
     g3 = hold(kv, gen("G3", prompt=16))
@@ -114,7 +114,7 @@ def test_max_utilization_skips_unstarted_requests_when_choosing_a_victim():
 
 
 def test_max_utilization_breaks_when_nothing_started_is_left():
-    kv = make_kv(2)
+    kv = make_acct(2)
     g1 = hold(kv, gen("G1", prompt=10))
     x, y = ctx("X", 40), ctx("Y", 5)  # X needs 3 blocks, only 1 free; nothing started after X
     res = capacity(MAX_UTIL, kv).schedule([g1, x, y])
@@ -122,18 +122,36 @@ def test_max_utilization_breaks_when_nothing_started_is_left():
 
 
 def test_max_utilization_pauses_a_mid_chunk_context():
-    kv = make_kv(4)
+    kv = make_acct(4)
     g1 = hold(kv, gen("G1", prompt=16))  # needs 1 block
-    c = hold(kv, ctx("C", 48, pos=16), tokens=48)  # started context holding 3 blocks
+    c = hold(kv, ctx("C", 48, pos=16))  # started context holding its whole prompt: 3 blocks
     res = capacity(MAX_UTIL, kv).schedule([g1, c])
     assert ids(res.fitting) == ["G1"] and ids(res.paused) == ["C"]
 
 
 def test_two_step_look_ahead_block_counts():
-    kv = make_kv(8)
+    kv = make_acct(8)
     g = hold(kv, gen("G", prompt=30, generated=2))  # 31 computed tokens, 2 blocks
-    acct = KvAccounting(kv)
-    assert acct.needed_blocks_one_step(g, two_steps=False) == 0  # 31 -> 32
-    assert acct.needed_blocks_one_step(g, two_steps=True) == 1  # 31 -> 33
+    assert kv.needed_blocks_one_step(g, two_steps=False) == 0  # 31 -> 32
+    assert kv.needed_blocks_one_step(g, two_steps=True) == 1  # 31 -> 33
     capped = hold(kv, gen("H", prompt=30, generated=2, max_new=2))  # one token left to add
-    assert acct.needed_blocks_one_step(capped, two_steps=True) == 0
+    assert kv.needed_blocks_one_step(capped, two_steps=True) == 0
+
+
+def test_no_evict_started_context_waits_in_the_second_pass_behind_a_head_of_line_miss():
+    """Cause 1: the first pass takes only generations; a started context queues with the new ones."""
+    acct = make_acct(12)
+    big = ctx("B", 40, max_new=100)  # 9 blocks to completion, 8 free
+    a = hold(acct, ctx("A", 64, pos=16, max_new=16))  # started: holds its 4 prompt blocks, needs 1 more
+    assert ids(capacity(NO_EVICT, acct).schedule([big, a]).fitting) == []
+    opted = capacity(NO_EVICT, acct, started_contexts_in_first_pass=True).schedule([big, a])
+    assert ids(opted.fitting) == ["A"]
+
+
+def test_static_batch_started_context_waits_while_a_generation_runs():
+    acct = make_acct(20)
+    g = hold(acct, gen("G", prompt=16))
+    a = hold(acct, ctx("A", 64, pos=16))
+    assert ids(capacity(STATIC, acct).schedule([g, a]).fitting) == ["G"]
+    opted = capacity(STATIC, acct, started_contexts_in_first_pass=True).schedule([g, a])
+    assert ids(opted.fitting) == ["G", "A"]

@@ -1,0 +1,188 @@
+"""TensorRT-LLM's lookup tree of reusable KV blocks (kvCacheManager.cpp: KVCacheBlock, the lookup node).
+
+A node is one block key under its parent (the blocks before it); it holds at most one block, so a
+key stored twice at the same position keeps the first copy only. Matching walks exact keys from
+the root; with partial reuse a key that is not stored exactly may match the child sharing the
+longest common prefix with it. Evicting a block takes it and its whole subtree out of the tree
+(`freeBlockAndAllDescendants`): a block is reusable only with all the blocks before it.
+"""
+
+from __future__ import annotations
+
+from .block_keys import BlockKey
+
+
+class KVCacheBlock:
+    """One KV block: its id, how many sequences hold it, and where it sits in the tree (if anywhere)."""
+
+    __slots__ = ("block_id", "ref_count", "is_full", "node")
+
+    def __init__(self, block_id: int) -> None:
+        """A fresh block: unreferenced, not in the tree."""
+        self.block_id = block_id
+        self.ref_count = 0
+        self.is_full = False
+        self.node: LookupNode | None = None
+
+    @property
+    def is_leaf(self) -> bool:
+        """No stored block continues it."""
+        return self.node is None or not self.node.children
+
+    def __repr__(self) -> str:
+        """Id, references and tree membership (test failures print blocks)."""
+        return f"KVCacheBlock({self.block_id}, refs={self.ref_count}, in_tree={self.node is not None})"
+
+
+class LookupNode:
+    """A position in the tree: the key of a block given the blocks before it."""
+
+    __slots__ = ("key", "parent", "children", "block")
+
+    def __init__(self, key: BlockKey, parent: LookupNode | None) -> None:
+        """An empty node under `parent` (the root has none)."""
+        self.key = key
+        self.parent = parent
+        self.children: dict[BlockKey, LookupNode] = {}
+        self.block: KVCacheBlock | None = None
+
+    def clear_block(self) -> None:
+        """Drop the node's block; nodes left empty and childless leave the tree, upwards."""
+        self.block = None
+        node = self
+        parent = node.parent
+        while parent is not None and node.block is None and not node.children:
+            del parent.children[node.key]
+            node, parent = parent, parent.parent
+
+
+def _common_prefix(a: BlockKey, b: BlockKey) -> int:
+    """Number of leading tokens two keys share."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+class RadixTree:
+    """The lookup tree of one window's reusable blocks."""
+
+    def __init__(self) -> None:
+        """An empty tree."""
+        self.root = LookupNode((), None)
+
+    def find_matching_block(
+        self, node: LookupNode, key: BlockKey, partial_reuse: bool, copy_on_partial_reuse: bool
+    ) -> tuple[bool, int, KVCacheBlock | None]:
+        """findMatchingBlock: (partial, matched tokens, block) for `key` under `node`.
+
+        An exact key wins (partial when the stored block is not full). Otherwise, with partial
+        reuse, the child sharing the longest common prefix (the earliest stored on a tie); without
+        copy-on-partial-reuse only an unreferenced leaf qualifies, as it is taken over in place.
+        """
+        if not key:
+            return False, 0, None
+        exact = node.children.get(key)
+        if exact is not None:
+            block = exact.block
+            if block is None:
+                return False, 0, None
+            return not block.is_full, len(key), block
+        if not partial_reuse:
+            return False, 0, None
+        best: list[tuple[int, int, LookupNode]] = []
+        for order, (child_key, child) in enumerate(node.children.items()):
+            shared = _common_prefix(child_key, key)
+            if shared > 0:
+                best.append((-shared, order, child))
+        best.sort(key=lambda m: (m[0], m[1]))
+        for neg_shared, _, child in best:
+            block = child.block
+            if block is None:
+                continue
+            if copy_on_partial_reuse or (block.ref_count == 0 and block.is_leaf):
+                return True, -neg_shared, block
+        return False, 0, None
+
+    @staticmethod
+    def detach(block: KVCacheBlock) -> None:
+        """Take one block out of the tree (its node goes if nothing else hangs on it)."""
+        node = block.node
+        if node is not None:
+            block.node = None
+            node.clear_block()
+
+    def free_block_and_all_descendants(self, block: KVCacheBlock) -> None:
+        """The block and every block stored below it stop being reusable."""
+        node = block.node
+        if node is None:
+            return
+        found: list[KVCacheBlock] = []
+        pending = list(node.children.values())
+        while pending:
+            child = pending.pop()
+            if child.block is not None:
+                found.append(child.block)
+            pending.extend(child.children.values())
+        for descendant in reversed(found):
+            self.detach(descendant)
+        self.detach(block)
+
+    def store_blocks(self, keys: list[BlockKey], blocks: list[KVCacheBlock], tokens_per_block: int) -> int:
+        """storeBlocks: walk exact matches; from the first miss on, insert the sequence's blocks.
+
+        A key already stored at its position keeps the stored block (the sequence's copy stays a
+        plain block); returns how many of the sequence's blocks were inserted.
+        """
+        node = self.root
+        need_match = True
+        stored = 0
+        for key, block in zip(keys, blocks, strict=False):  # the keys may cover fewer blocks
+            if need_match:
+                matched = node.children.get(key)
+                if matched is not None and matched.block is not None:
+                    node = matched
+                    continue
+            if block.node is not None:
+                self.free_block_and_all_descendants(block)
+            block.is_full = len(key) == tokens_per_block
+            child = node.children.get(key)
+            if child is None:
+                child = node.children[key] = LookupNode(key, node)
+            if child.block is None:
+                child.block = block
+                block.node = child
+            node = child
+            stored += 1
+            need_match = False
+        return stored
+
+    def match_full_blocks(self, keys: list[BlockKey]) -> tuple[tuple[LookupNode, BlockKey] | None, int, int]:
+        """findNewContextBlock + countReusableBlocks in one walk over full-block keys.
+
+        Returns (the first block not stored, as (parent node, key), or None when every block is;
+        blocks matched; of those, blocks some live sequence holds).
+        """
+        node = self.root
+        total = held = 0
+        for key in keys:
+            child = node.children.get(key)
+            block = child.block if child is not None else None
+            if child is None or block is None:
+                return (node, key), total, held
+            total += 1
+            held += block.ref_count > 0
+            node = child
+        return None, total, held
+
+    def num_stored_blocks(self) -> int:
+        """Blocks in the tree (tests, invariants)."""
+        n = 0
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            n += node.block is not None
+            stack.extend(node.children.values())
+        return n
