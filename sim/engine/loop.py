@@ -200,8 +200,11 @@ class Engine:
         yield Sample(handle)
 
     def _note_progress(self, plan: StepPlan) -> None:
-        """Count empty plans made with nothing in flight (the loop then waits for input)."""
-        if plan.total_num_scheduled_tokens or self.batch_queue:
+        """Count empty plans made while no queued step computes anything (the loop then waits
+        for input: nothing in flight can change the policy's mind)."""
+        if plan.total_num_scheduled_tokens or any(
+            queued.total_num_scheduled_tokens for _, queued, _ in self.batch_queue
+        ):
             self.idle_empty_plans = 0
         else:
             self.idle_empty_plans += 1
