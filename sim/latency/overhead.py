@@ -18,7 +18,7 @@ from operator import itemgetter
 from typing import Any
 
 from .base import StepShape
-from .cpu_cost import CPU_PHASES, CpuCostConfig, PhaseCost
+from .cpu_cost import CPU_PHASES, STEP_PHASES, CpuCostConfig, PhaseCost
 from .engines import OverheadTerms
 from .roofline import RooflineModel
 
@@ -144,19 +144,24 @@ class OverheadModel:
 
 
 def cpu_cost_config(terms: OverheadTerms) -> CpuCostConfig:
-    """The CPU-cost model's phases for these terms: the documented defaults rescaled so that their
-    bases sum to step_us and their per-request costs to per_request_us (host speed applied)."""
+    """The CPU-cost model's phases for these terms: the documented defaults of the four phases every
+    step has rescaled so that their bases sum to step_us and their per-request costs to
+    per_request_us (host speed applied); the grammar bitmask's, a phase only structured output
+    has, scaled by host speed alone."""
     base = CpuCostConfig()
-    default_base = sum(base.phases[k].base for k in CPU_PHASES)
-    default_req = sum(base.phases[k].per_req for k in CPU_PHASES)
+    default_base = sum(base.phases[k].base for k in STEP_PHASES)
+    default_req = sum(base.phases[k].per_req for k in STEP_PHASES)
     host = terms.host_speed
     f_base = terms.step_us * 1e-6 / default_base if terms.step_us is not None else host
     f_req = terms.per_request_us * 1e-6 / default_req if terms.per_request_us is not None else host
     phases = {}
     for kind in CPU_PHASES:
         c = base.phases[kind]
+        step = kind in STEP_PHASES
         phases[kind] = PhaseCost(
-            base=c.base * f_base, per_req=c.per_req * f_req, per_token=c.per_token * host
+            base=c.base * (f_base if step else host),
+            per_req=c.per_req * (f_req if step else host),
+            per_token=c.per_token * host,
         )
     src = terms.sources.get("step_us", "CPU-cost model defaults")
     return CpuCostConfig(
