@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from importlib.metadata import entry_points
@@ -62,7 +63,8 @@ def get_policy_info(name: str) -> PolicyInfo:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise ValueError(f"unknown policy {name!r}; known: {sorted(_REGISTRY)}") from None
+        broken = "".join(f"; plugin {p!r} failed to load: {why}" for p, why in _FAILED_PLUGINS.items())
+        raise ValueError(f"unknown policy {name!r}; known: {sorted(_REGISTRY)}{broken}") from None
 
 
 def make_policy(name: str, **options: Any) -> Policy:
@@ -77,18 +79,24 @@ def list_policies() -> list[PolicyInfo]:
 
 
 _ENTRY_POINTS_LOADED: list[bool] = []
+_FAILED_PLUGINS: dict[str, str] = {}  # entry point name -> why its module did not import
 
 
 def load_entry_points() -> None:
-    """Import every module the `schedsim.policies` entry points name (once per process)."""
+    """Import every module the `schedsim.policies` entry points name (once per process). A plugin
+    that fails to import is named in a warning (and in the error of a lookup that misses), and
+    the others still load: one broken installation does not stop every run."""
     if _ENTRY_POINTS_LOADED:
         return
     _ENTRY_POINTS_LOADED.append(True)
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         try:
             ep.load()
-        except Exception as exc:  # a broken plugin must say which one it is
-            raise ImportError(f"policy plugin {ep.name!r} ({ep.value}) failed to load: {exc}") from exc
+        except Exception as exc:  # any import-time failure of third-party code
+            _FAILED_PLUGINS[ep.name] = f"{ep.value}: {type(exc).__name__}: {exc}"
+            warnings.warn(
+                f"schedsim: policy plugin {ep.name!r} ({ep.value}) failed to load: {exc}", stacklevel=2
+            )
 
 
 def load_plugins(modules: Iterable[str]) -> None:

@@ -153,3 +153,21 @@ def test_plugin_option_imports_a_module_that_registers_a_policy(tmp_path: Path) 
 def test_the_plugin_validates_its_config(bad: int) -> None:
     with pytest.raises(ValueError, match="max_wait_steps"):
         _spf(max_wait_steps=bad)
+
+
+def test_a_broken_plugin_is_named_and_the_others_still_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    from schedsim.policies import registry
+
+    class Broken:
+        name, value = "broken", "no_such_plugin_module"
+
+        def load(self) -> None:
+            raise ModuleNotFoundError("No module named 'no_such_plugin_module'")
+
+    monkeypatch.setattr(registry, "_ENTRY_POINTS_LOADED", [])
+    monkeypatch.setattr(registry, "_FAILED_PLUGINS", {})
+    monkeypatch.setattr(registry, "entry_points", lambda group: [Broken()])
+    with pytest.warns(UserWarning, match="policy plugin 'broken'"):
+        assert get_policy_info("vllm").name == "vllm"
+    with pytest.raises(ValueError, match="plugin 'broken' failed to load: no_such_plugin_module"):
+        get_policy_info("broken")
