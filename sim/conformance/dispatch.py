@@ -2,39 +2,34 @@
 
 A scenario whose "policy" is one of TensorRT-LLM's capacity policies is TensorRT-LLM's
 (`trtllm.py`); one whose config names `pool_tokens` and `schedule_policy` is SGLang's
-(`sglang.py`); any other is vLLM's (`vllm.py`, which also reports unreadable files). With
-`--batch OUTDIR` each engine's replay writes its scenarios' logs to OUTDIR/<name>.jsonl.
+(`sglang.py`); any other is vLLM's (`vllm.py`). Printing the logs, or writing them with `--batch
+OUTDIR`, is the same for all (`files.py`).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
+import sys
+from typing import Any
 
-from schedsim.conformance import sglang, trtllm, vllm
-
-Main = Callable[[list[str]], int]
+from schedsim.conformance import files, sglang, trtllm, vllm
 
 
-def engine_of(path: str) -> Main:
-    """The `main` of the engine whose format the scenario at `path` is in."""
-    try:
-        with open(path) as f:
-            scenario = json.load(f)
-    except (OSError, json.JSONDecodeError):
-        return vllm.main
+def engine_of(scenario: Any) -> files.Replay:
+    """The replay of the engine whose format the scenario is in."""
     if isinstance(scenario, dict) and scenario.get("policy") in trtllm.POLICIES:
-        return trtllm.main
+        return trtllm.replay
     if sglang.is_sglang_scenario(scenario):
-        return sglang.main
-    return vllm.main
+        return sglang.replay
+    return vllm.replay
+
+
+def replay(scenario: Any) -> files.Outcome:
+    """Replay a scenario of any engine's format."""
+    return engine_of(scenario)(scenario)
 
 
 def main(paths: list[str], batch: str | None = None) -> int:
-    """Replay every scenario on its engine's policies; the worst exit status of them all."""
-    by_engine: dict[Main, list[str]] = {}
-    for path in paths:
-        by_engine.setdefault(engine_of(path), []).append(path)
+    """Print every scenario's log (or write them to `batch`); the worst exit status."""
     if batch is not None:
-        return max(run(["--batch", batch, *group]) for run, group in by_engine.items())
-    return max(engine_of(path)([path]) for path in paths)
+        return files.write_batch(replay, batch, paths, sys.stderr)
+    return max(files.print_log(replay, path, sys.stdout, sys.stderr) for path in paths)

@@ -13,19 +13,13 @@ arriving at an iteration are added (in list order) before it schedules. The k-th
 the request at index i is `100000 + 1000*i + k` (no EOS). The run ends at the first iteration
 where everything has arrived, every request has finished and nothing is in flight; that
 iteration is not logged.
-
-`main(["--batch", OUTDIR, A.json, ...])` writes OUTDIR/<name>.jsonl for each scenario (or
-<name>.err with the reason) in one process.
 """
 
 from __future__ import annotations
 
-import json
-import sys
-import traceback
-from pathlib import Path
 from typing import Any
 
+from schedsim.conformance.files import Outcome, ScenarioError, format_log
 from schedsim.policies import Request, StepPlan, StepResult, make_policy
 from schedsim.policies.sglang import SGLangOverlapPolicy, SGLangStepPlan
 
@@ -44,10 +38,6 @@ CONFIG_KEYS = (
     "enable_prefix_caching",
 )
 OPTIONAL_KEYS = ("page_size",)
-
-
-class ScenarioError(ValueError):
-    """A scenario SGLang would not serve as written, or one that breaks the format."""
 
 
 def is_sglang_scenario(scenario: Any) -> bool:
@@ -202,69 +192,6 @@ def run_scenario(scenario: dict) -> list[dict[str, Any]]:
     return log
 
 
-def format_log(log: list[dict[str, Any]]) -> str:
-    """JSON lines, one per iteration."""
-    return "".join(json.dumps(line) + "\n" for line in log)
-
-
-def _load(path: str) -> tuple[str, dict]:
-    """The scenario and its name (its "name", else the file's stem)."""
-    with open(path) as f:
-        scenario = json.load(f)
-    name = scenario.get("name") if isinstance(scenario, dict) else None
-    return (name if isinstance(name, str) and name else Path(path).stem), scenario
-
-
-def _run_batch(outdir: str, paths: list[str]) -> int:
-    """Every scenario's log into OUTDIR/<name>.jsonl (or <name>.err with the reason); 2 if any
-    was invalid, 1 if any failed otherwise."""
-    out = Path(outdir)
-    out.mkdir(parents=True, exist_ok=True)
-    rc = 0
-    for path in paths:
-        name = Path(path).stem
-        try:
-            name, scenario = _load(path)
-            text = format_log(run_scenario(scenario))
-        except (OSError, json.JSONDecodeError, ScenarioError) as e:
-            (out / f"{name}.err").write_text(f"invalid scenario {path}: {e}\n")
-            rc = max(rc, 2)
-            continue
-        except Exception:  # noqa: BLE001  (the other scenarios still run; the reason is kept)
-            (out / f"{name}.err").write_text(traceback.format_exc())
-            rc = max(rc, 1)
-            continue
-        (out / f"{name}.jsonl").write_text(text)
-    return rc
-
-
-def main(argv: list[str]) -> int:
-    """`schedsim conformance [--batch OUTDIR] SCENARIO.json ...`: print (or write) each log."""
-    args = argv[1:] if argv and argv[0] == "conformance" else list(argv)
-    if not args or args[0] in ("-h", "--help"):
-        print(
-            "usage: schedsim conformance SCENARIO.json [...] | --batch OUTDIR SCENARIO.json [...]\n"
-            "Replays SGLang scenarios through sglang-overlap with the fake model and prints one\n"
-            "JSON line per overlap-loop iteration: {step, mode, extend|decode, retracted,\n"
-            "finished}.",
-            file=sys.stderr,
-        )
-        return 0 if args else 2
-    if args[0] == "--batch":
-        if len(args) < 3:
-            print("--batch needs OUTDIR and at least one scenario", file=sys.stderr)
-            return 2
-        return _run_batch(args[1], args[2:])
-    rc = 0
-    for path in args:
-        try:
-            _, scenario = _load(path)
-            sys.stdout.write(format_log(run_scenario(scenario)))
-        except (OSError, json.JSONDecodeError, ScenarioError) as e:
-            print(f"invalid scenario {path}: {e}", file=sys.stderr)
-            rc = 2
-    return rc
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+def replay(scenario: Any) -> Outcome:
+    """The scenario's overlap-loop log (an invalid scenario raises ScenarioError)."""
+    return Outcome(format_log(run_scenario(scenario)))

@@ -23,12 +23,10 @@ when it is invalid or fails.
 
 from __future__ import annotations
 
-import json
-import os
-import sys
 from collections.abc import Mapping
 from typing import Any
 
+from schedsim.conformance.files import Outcome, ScenarioError, format_log
 from schedsim.policies import Request, StepPlan, StepResult, make_policy
 from schedsim.policies.trtllm import TrtllmFailure, TrtllmPolicy
 
@@ -48,12 +46,7 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     "max_seq_len": 512,
 }
 MAX_PROMPT_TOKEN = 100000  # output ids start here
-EXIT_INVALID = 2
 EXIT_TRTLLM_FAILS = 3
-
-
-class ScenarioError(ValueError):
-    """A scenario that breaks the format, or one TensorRT-LLM would reject."""
 
 
 def _check_int(cfg: dict[str, Any], key: str, low: int = 1) -> None:
@@ -268,96 +261,12 @@ def run_scenario(
     return lines
 
 
-def format_log(log: list[dict[str, Any]]) -> str:
-    """JSON lines, keys in the format's order."""
-    return "".join(json.dumps(line) + "\n" for line in log)
-
-
-def _load(path: str) -> Any:
-    """The scenario's JSON (ScenarioError when it cannot be read)."""
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ScenarioError(f"cannot read {path}: {exc}") from exc
-
-
-def _failure_text(exc: TrtllmFailure) -> str:
-    """One line: the cause and the message."""
-    return f"TensorRT-LLM fails ({exc.cause}): {exc}"
-
-
-def run_file(path: str) -> int:
-    """Print one scenario's step log; 2 if it is invalid, 3 where TensorRT-LLM fails (reason on stderr)."""
+def replay(scenario: Any) -> Outcome:
+    """The scenario's step log; where TensorRT-LLM itself fails or wedges, the steps before it,
+    EXIT_TRTLLM_FAILS and the cause."""
     log: list[dict[str, Any]] = []
     try:
-        run_scenario(_load(path), log)
-    except ScenarioError as exc:
-        print(f"invalid scenario {path}: {exc}", file=sys.stderr)
-        return EXIT_INVALID
+        run_scenario(scenario, log)
     except TrtllmFailure as exc:
-        sys.stdout.write(format_log(log))
-        print(f"{path}: {_failure_text(exc)}", file=sys.stderr)
-        return EXIT_TRTLLM_FAILS
-    sys.stdout.write(format_log(log))
-    return 0
-
-
-def run_batch(outdir: str, paths: list[str]) -> int:
-    """OUTDIR/<name>.jsonl for each scenario, and <name>.err when it is invalid or fails; 0 unless
-    a scenario cannot be read at all."""
-    os.makedirs(outdir, exist_ok=True)
-    status = 0
-    for path in paths:
-        log: list[dict[str, Any]] = []
-        err = None
-        try:
-            scenario = _load(path)
-            name = scenario.get("name") if isinstance(scenario, dict) else None
-            name = name or os.path.splitext(os.path.basename(path))[0]
-        except ScenarioError as exc:
-            print(str(exc), file=sys.stderr)
-            status = EXIT_INVALID
-            continue
-        try:
-            run_scenario(scenario, log)
-        except ScenarioError as exc:
-            err = f"invalid: {exc}"
-        except TrtllmFailure as exc:
-            err = _failure_text(exc)
-        for ext in (".jsonl", ".err"):
-            stale = os.path.join(outdir, name + ext)
-            if os.path.exists(stale):
-                os.remove(stale)
-        with open(os.path.join(outdir, name + ".jsonl"), "w") as f:
-            f.write(format_log(log))
-        if err is not None:
-            with open(os.path.join(outdir, name + ".err"), "w") as f:
-                f.write(err + "\n")
-    return status
-
-
-USAGE = (
-    "usage: schedsim conformance SCENARIO.json [...]\n"
-    "       schedsim conformance --batch OUTDIR SCENARIO.json [...]\n"
-    "Replays TensorRT-LLM scenarios through the trtllm:* policies and prints one JSON line per step:\n"
-    "{step, ctx, gen, paused, finished}; exit 2: invalid scenario, 3: TensorRT-LLM fails or wedges."
-)
-
-
-def main(argv: list[str]) -> int:
-    """`schedsim conformance [--batch OUTDIR] SCENARIO.json ...` for TensorRT-LLM scenarios."""
-    args = argv[1:] if argv and argv[0] == "conformance" else list(argv)
-    if not args or args[0] in ("-h", "--help"):
-        print(USAGE, file=sys.stderr)
-        return 0 if args else EXIT_INVALID
-    if args[0] == "--batch":
-        if len(args) < 3:
-            print(USAGE, file=sys.stderr)
-            return EXIT_INVALID
-        return run_batch(args[1], args[2:])
-    return max(run_file(p) for p in args)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+        return Outcome(format_log(log), EXIT_TRTLLM_FAILS, f"TensorRT-LLM fails ({exc.cause}): {exc}")
+    return Outcome(format_log(log))

@@ -1,12 +1,12 @@
 """`schedsim conformance`: replay scenarios on our vLLM policies with the oracle's fake model.
 
-The step log matches the vLLM oracle (`shared/oracle/vllm_oracle.py`) line for line: one JSON line
-per step with the tokens scheduled, the requests preempted by that step's schedule() and the
-requests whose finish the update done during that step reported; with speculative decoding the
-draft positions and accepted drafts of the step's batch (`spec`, `accepted`), with structured
-output the requests with grammar-bitmask rows and whether the batch's sampling was deferred
-(`grammar`, `deferred`). The scenario contract is in `vllm_scenario.py`, the fake model in
-`vllm_fake_model.py`; this module plays EngineCore's order around them:
+The step log matches the vLLM oracle (vLLM 0.33.0's own scheduler, docs/policies-vllm.md) line for
+line: one JSON line per step with the tokens scheduled, the requests preempted by that step's
+schedule() and the requests whose finish the update done during that step reported; with
+speculative decoding the draft positions and accepted drafts of the step's batch (`spec`,
+`accepted`), with structured output the requests with grammar-bitmask rows and whether the batch's
+sampling was deferred (`grammar`, `deferred`). The scenario contract is in `vllm_scenario.py`, the
+fake model in `vllm_fake_model.py`; this module plays EngineCore's order around them:
 
 step s: arrivals -> grammars compiled by now -> aborts -> schedule() -> fake output -> the
 grammar bitmask unless deferred -> `vllm`: update_from_output(s), then its drafts
@@ -16,25 +16,15 @@ previous batch's drafts (update_draft_token_ids_in_output) and the bitmask.
 
 from __future__ import annotations
 
-import json
-import sys
-from pathlib import Path
 from typing import Any
 
+from schedsim.conformance.files import Outcome, format_log
 from schedsim.conformance.vllm_fake_model import FIRST_GRAMMAR_INVALID, FakeModel
 from schedsim.conformance.vllm_scenario import EOS_ID, ScenarioError, validate
 from schedsim.policies import Request, StepPlan, StepResult, make_policy
 from schedsim.policies.vllm.structured_output import StructuredOutputManager
 
-__all__ = ["ScenarioError", "format_log", "main", "run_scenario", "validate"]
-
-USAGE = """usage: schedsim conformance SCENARIO.json [SCENARIO.json ...]
-       schedsim conformance --batch OUTDIR SCENARIO.json [SCENARIO.json ...]
-Replays scenarios through vllm / vllm-async with the vLLM oracle's fake model and prints one JSON
-line per step: {step, scheduled, preempted, finished} (+ spec, accepted with num_spec_tokens > 0;
-+ grammar, deferred with structured requests). --batch writes OUTDIR/<name>.jsonl per scenario
-(<name>.err for a failed one, as the oracle's --batch does). Exit 2: an invalid scenario; 1: a
-scenario vLLM 0.33.0 itself fails on (an assertion)."""
+__all__ = ["ScenarioError", "replay", "run_scenario", "validate"]
 
 
 def _requests(scenario: dict) -> tuple[dict[int, list[Request]], dict[int, list[Request]]]:
@@ -147,71 +137,14 @@ class Replay:
 
 def run_scenario(scenario: dict) -> list[dict]:
     """Replay a scenario; returns one step-log dict per step (EngineCore step / batch-queue order)."""
-    replay = Replay(scenario)
-    return [replay.step(step) for step in range(scenario["num_steps"])]
+    engine = Replay(scenario)
+    return [engine.step(step) for step in range(scenario["num_steps"])]
 
 
-def format_log(log: list[dict]) -> str:
-    """JSON lines exactly as the oracle prints them."""
-    return "".join(json.dumps(line) + "\n" for line in log)
-
-
-def _replay(path: str) -> str:
-    """One scenario file's step log."""
-    with open(path) as f:
-        scenario = json.load(f)
-    return format_log(run_scenario(scenario))
-
-
-def _run_file(path: str) -> int:
-    """Print one scenario's step log; 2 if it is invalid, 1 if vLLM would fail on it."""
+def replay(scenario: Any) -> Outcome:
+    """The scenario's step log; where vLLM 0.33.0 itself fails (an assertion), status 1 and the
+    assertion, as the oracle exits."""
     try:
-        text = _replay(path)
-    except (OSError, json.JSONDecodeError) as e:
-        print(f"{path}: {e}", file=sys.stderr)
-        return 2
-    except ScenarioError as e:
-        print(f"invalid scenario {path}: {e}", file=sys.stderr)
-        return 2
-    except AssertionError as e:
-        print(f"{path}: AssertionError: {e}", file=sys.stderr)
-        return 1
-    sys.stdout.write(text)
-    return 0
-
-
-def _run_batch(outdir: str, paths: list[str]) -> int:
-    """Every scenario into OUTDIR/<name>.jsonl, a failure into <name>.err; 1 if any failed."""
-    out = Path(outdir)
-    out.mkdir(parents=True, exist_ok=True)
-    rc = 0
-    for path in paths:
-        name = Path(path).stem
-        try:
-            text = _replay(path)
-        except (OSError, json.JSONDecodeError, ScenarioError, AssertionError) as e:
-            rc = 1
-            msg = f"{path}: {type(e).__name__}: {e}"
-            print(msg, file=sys.stderr)
-            (out / f"{name}.err").write_text(msg + "\n")
-            continue
-        (out / f"{name}.jsonl").write_text(text)
-    return rc
-
-
-def main(argv: list[str]) -> int:
-    """`schedsim conformance [--batch OUTDIR] SCENARIO.json [...]`."""
-    args = argv[1:] if argv and argv[0] == "conformance" else list(argv)
-    if not args or args[0] in ("-h", "--help"):
-        print(USAGE, file=sys.stderr)
-        return 0 if args else 2
-    if args[0] == "--batch":
-        if len(args) < 2:
-            print(USAGE, file=sys.stderr)
-            return 2
-        return _run_batch(args[1], args[2:])
-    return max(_run_file(p) for p in args)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+        return Outcome(format_log(run_scenario(scenario)))
+    except AssertionError as exc:
+        return Outcome("", 1, f"AssertionError: {exc}")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from schedsim.conformance.files import ScenarioError
+
 EOS_ID = 2
 VOCAB_SIZE = 50272
 MAX_POSITION_EMBEDDINGS = 2048  # the oracle's fake model: vLLM rejects a longer max_model_len
@@ -23,10 +25,6 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     "spec_method": "draft_model",
 }
 CONFIG_KEYS = tuple(CONFIG_DEFAULTS)
-
-
-class ScenarioError(ValueError):
-    """A scenario vLLM itself would reject, or one that breaks the format."""
 
 
 def is_int(x: Any) -> bool:

@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 from schedsim.conformance import dispatch
-from schedsim.conformance.sglang import ScenarioError, format_log, main, run_scenario
+from schedsim.conformance.dispatch import main
+from schedsim.conformance.files import ScenarioError, format_log
+from schedsim.conformance.sglang import run_scenario
 
 pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
 
@@ -61,7 +63,7 @@ def test_main_prints_logs_and_writes_a_batch(tmp_path, capsys):
     paths = HAND[:2]
     assert main([str(p) for p in paths]) == 0
     assert capsys.readouterr().out == "".join(p.with_suffix(".expected.jsonl").read_text() for p in paths)
-    assert main(["--batch", str(tmp_path / "out")] + [str(p) for p in paths]) == 0
+    assert main([str(p) for p in paths], batch=str(tmp_path / "out")) == 0
     for p in paths:
         name = json.loads(p.read_text())["name"]
         expected = p.with_suffix(".expected.jsonl").read_text()
@@ -146,5 +148,5 @@ def test_invalid_file_exits_2(tmp_path, capsys):
     p.write_text(json.dumps(_scenario(schedule_policy="random")))
     assert main([str(p)]) == 2
     assert "schedule_policy" in capsys.readouterr().err
-    assert main(["--batch", str(tmp_path / "out"), str(p)]) == 2
+    assert main([str(p)], batch=str(tmp_path / "out")) == 2
     assert "schedule_policy" in (tmp_path / "out" / "t.err").read_text()

@@ -4,10 +4,12 @@ clear errors for bad scenarios, and the dispatch between the vLLM and TensorRT-L
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 from schedsim.conformance import dispatch, trtllm
+from schedsim.conformance.files import ScenarioError
 
 pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
 
@@ -19,21 +21,21 @@ CRASH = CONF / "scenarios" / "c6_over_admission_fails_in_add_sequence.json"
 
 
 def test_prints_the_step_log_exactly(capsys):
-    assert trtllm.main(["conformance", str(BASE)]) == 0
+    assert dispatch.main([str(BASE)]) == 0
     assert capsys.readouterr().out == (CONF / "golden" / "x9_partial_block_copied.jsonl").read_text()
 
 
 def test_tensorrt_llm_failure_exits_3_after_the_steps_before_it(capsys):
-    assert trtllm.main([str(CRASH)]) == 3
+    assert dispatch.main([str(CRASH)]) == 3
     out = capsys.readouterr()
     assert len(out.out.splitlines()) == 5 and "TensorRT-LLM fails (kv-cache-exhausted): step 5" in out.err
-    assert trtllm.main([str(WEDGE)]) == 3
+    assert dispatch.main([str(WEDGE)]) == 3
     assert "TensorRT-LLM fails (wedge): step 5" in capsys.readouterr().err
 
 
 def test_batch_mode_writes_logs_and_reasons(tmp_path):
     out = tmp_path / "out"
-    assert trtllm.main(["--batch", str(out), str(BASE), str(CRASH)]) == 0
+    assert dispatch.main([str(BASE), str(CRASH)], batch=str(out)) == 3
     assert (out / "x9_partial_block_copied.jsonl").read_text() == (
         CONF / "golden" / "x9_partial_block_copied.jsonl"
     ).read_text()
@@ -58,13 +60,20 @@ def test_batch_mode_writes_logs_and_reasons(tmp_path):
         (lambda s: s.update(num_steps=-1), "num_steps"),
     ],
 )
-def test_bad_scenarios_are_rejected_naming_the_field(tmp_path, capsys, edit, message):
+def test_bad_scenarios_are_rejected_naming_the_field(edit, message):
     sc = json.loads(BASE.read_text())
     edit(sc)
+    with pytest.raises(ScenarioError, match=re.escape(message)):
+        trtllm.replay(sc)
+
+
+def test_an_invalid_scenario_file_exits_2_naming_the_field(tmp_path, capsys):
+    sc = json.loads(BASE.read_text())
+    sc["config"]["chunk_unit_size"] = 6
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(sc))
-    assert trtllm.main([str(path)]) == 2
-    assert message in capsys.readouterr().err
+    assert dispatch.main([str(path)]) == 2
+    assert "multiple of block_size" in capsys.readouterr().err
 
 
 def test_dispatch_sends_each_scenario_to_its_engine(tmp_path, capsys):

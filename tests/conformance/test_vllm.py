@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from schedsim.conformance.vllm import ScenarioError, format_log, main, run_scenario
+from schedsim.conformance.dispatch import main
+from schedsim.conformance.files import ScenarioError, format_log
+from schedsim.conformance.vllm import run_scenario
 from support.vllm_scenarios import scenario_from_seed, stress_scenario_from_seed, wide_scenario_from_seed
 from support.vllm_spec_scenarios import KINDS, spec_scenario_from_seed
 

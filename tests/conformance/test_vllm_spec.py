@@ -13,7 +13,9 @@ import json
 from pathlib import Path
 
 import pytest
-from schedsim.conformance.vllm import ScenarioError, format_log, main, run_scenario
+from schedsim.conformance.dispatch import main
+from schedsim.conformance.files import ScenarioError, format_log
+from schedsim.conformance.vllm import run_scenario
 from support.vllm_spec_handcrafted import CRASH, SC
 
 pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
@@ -61,15 +63,14 @@ def test_new_log_keys_only_where_the_scenario_uses_them() -> None:
 def test_batch_mode_writes_logs_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     good = [HERE / "slot_draft_model_async.json", HERE / "grammar_drafts_vllm.json"]
     out = tmp_path / "out"
-    assert main(["--batch", str(out), *map(str, good)]) == 0
+    assert main(list(map(str, good)), batch=str(out)) == 0
     for p in good:
         assert (out / f"{p.stem}.jsonl").read_text() == p.with_suffix(".expected.jsonl").read_text()
-    assert main(["conformance", "--batch", str(out), str(CRASHING[0]), str(good[0])]) == 1
+    assert main([str(CRASHING[0]), str(good[0])], batch=str(out)) == 1
     assert "AssertionError" in (out / f"{CRASHING[0].stem}.err").read_text()
     assert (out / f"{good[0].stem}.jsonl").exists()
     assert main([str(CRASHING[0])]) == 1
     assert "AssertionError" in capsys.readouterr().err
-    assert main(["--batch"]) == 2
 
 
 @pytest.mark.parametrize(
