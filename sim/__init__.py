@@ -4,7 +4,8 @@ The root package is lazy: `import schedsim.policies` or `import schedsim.traces`
 those need, and `schedsim.simulate`, `RunConfig` and `RunResult` are imported on first use.
 Importing it installs the compiled core (`schedsim.accel`) before any hot module is imported.
 
-Sub-packages, from the bottom up (each one imports only those below it; `.importlinter` says so):
+Sub-packages, from the bottom up (each one imports only those below it; the import-linter
+contracts in pyproject.toml enforce it):
 
 | package                | owns                                                                 |
 |------------------------|----------------------------------------------------------------------|

@@ -1,4 +1,4 @@
-"""The vLLM oracle's fake model (`shared/oracle/README.md`): which tokens a step samples, which
+"""The fake model of the vLLM conformance contract (docs/policies-vllm.md): which tokens a step samples, which
 drafts the fake drafter proposes after it and how many of them the fake verifier accepts.
 
 - A scheduled request that leaves known tokens uncomputed (a prefill chunk) samples nothing.

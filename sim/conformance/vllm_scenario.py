@@ -1,4 +1,4 @@
-"""The vLLM oracle's scenario contract (`shared/oracle/README.md`): what a scenario may hold and
+"""The vLLM conformance scenario contract (docs/policies-vllm.md): what a scenario may hold and
 what vLLM itself would reject, checked before anything runs (a ScenarioError names the field)."""
 
 from __future__ import annotations

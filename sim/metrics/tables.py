@@ -1,4 +1,4 @@
-"""Turn the recorder's columnar buffers into the RunResult tables (columns: see sim/results.py)."""
+"""Turn the recorder's columnar buffers into the RunResult tables (columns: `schedsim.run.result`)."""
 
 from __future__ import annotations
 

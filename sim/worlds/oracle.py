@@ -1,6 +1,6 @@
 """The workload oracle: plays the model's outputs, deterministically from (seed, request, position).
 
-Rules (the same as the conformance fake model, issue 2 section 7):
+Rules (the same as the conformance fake model, `schedsim.conformance.vllm_fake_model`):
 - a step samples a token for a request unless it leaves part of the request's known tokens
   (prompt + delivered outputs) uncomputed: a prefill chunk samples nothing;
 - the token sampled by a step after which the request has n computed tokens is its output number

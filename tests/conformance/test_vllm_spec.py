@@ -2,9 +2,9 @@
 
 `vllm_spec/` holds the hand-written scenarios of `support/vllm_spec_handcrafted.py` (one vLLM behaviour
 each, listed in its INDEX.md), two that vLLM itself fails on, and 100 random ones of
-`support/vllm_spec_scenarios.py` (seeds 0-19 of each kind); every `<name>.expected.jsonl` was recorded
-with `shared/oracle/vllm_oracle.py --batch`. The live diff of random extended scenarios against the
-oracle is in test_vllm.py.
+`support/vllm_spec_scenarios.py` (seeds 0-19 of each kind); every `<name>.expected.jsonl` was
+recorded by the oracle harness running vLLM's own scheduler in batch mode. The live diff of random
+extended scenarios against the oracle is in test_vllm.py.
 """
 
 from __future__ import annotations

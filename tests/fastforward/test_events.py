@@ -1,4 +1,4 @@
-"""Which engine-loop iterations fast-forward leaves to step-by-step simulation (issue 8).
+"""Which engine-loop iterations fast-forward leaves to step-by-step simulation.
 
 A stretch may start while an admitted request's (last) prefill chunk is still in flight, runs
 through iterations during which an arrival lands (only the poll at the top of an iteration takes

@@ -1,4 +1,4 @@
-"""Exact fast-forward: every output table is byte-identical with it on and off (issue 8).
+"""Exact fast-forward: every output table is byte-identical with it on and off.
 
 For every registered policy and both engine loops, on the shipped traces, on KV-starved pools
 (preemptions, pauses, retractions) and on random hypothesis workloads. Where the policy supports

@@ -1,4 +1,4 @@
-"""Flat memory over long traces (issue 8): Requests built on arrival and dropped at finish,
+"""Flat memory over long traces: Requests built on arrival and dropped at finish,
 results merged from the recorder's two time-ordered timeline streams, summaries in slices."""
 
 from __future__ import annotations

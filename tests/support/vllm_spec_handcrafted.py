@@ -4,7 +4,7 @@ output), one per vLLM 0.33.0 behaviour; `docs/policies-vllm.md` maps each to vLL
     python tests/support/vllm_spec_handcrafted.py OUTDIR   -> OUTDIR/<name>.json, OUTDIR/INDEX.md
 
 The golden logs next to them (`<name>.expected.jsonl`) were recorded from vLLM 0.33.0's real
-scheduler with `shared/oracle/vllm_oracle.py --batch`; the `CRASH` scenarios are ones vLLM itself
+scheduler (the oracle harness, in batch mode); the `CRASH` scenarios are ones vLLM itself
 fails on (an AssertionError, oracle exit 1), recorded as `<name>.expected.err`.
 """
 
