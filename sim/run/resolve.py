@@ -104,6 +104,18 @@ def policy_options(cfg: RunConfig, num_gpu_blocks: int, max_model_len: int) -> d
     return opts
 
 
+def _pool_hint(cfg: RunConfig, blocks: int, max_model_len: int) -> str:
+    """How to fit a KV pool too small for one max_model_len sequence (empty when it fits)."""
+    fits = (blocks - 1) * cfg.block_size
+    if max_model_len <= fits:
+        return ""
+    origin = "" if cfg.max_model_len else f" (default: {cfg.model}'s context length)"
+    return (
+        f"; max_model_len is {max_model_len}{origin}: pass --max-model-len {fits} or less, "
+        "or more --num-gpu-blocks"
+    )
+
+
 def resolve_run(cfg: RunConfig) -> ResolvedRun:
     """Fill in the KV pool, max_model_len, latency and CPU models for a config."""
     spec = get_model_spec(cfg.model)
@@ -111,7 +123,10 @@ def resolve_run(cfg: RunConfig) -> ResolvedRun:
     blocks = cfg.num_gpu_blocks
     if blocks is None:
         blocks = kv_pool_blocks(cfg.model, cfg.gpu, cfg.tp, cfg.block_size, cfg.gpu_memory_utilization)
-    opts = policy_options(cfg, blocks, max_model_len)
+    try:
+        opts = policy_options(cfg, blocks, max_model_len)
+    except ValueError as exc:
+        raise ValueError(f"{exc.args[0]}{_pool_hint(cfg, blocks, max_model_len)}") from None
     return ResolvedRun(cfg, opts, blocks, max_model_len, make_latency(cfg), make_cpu_model(cfg))
 
 
