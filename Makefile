@@ -50,12 +50,13 @@ test: venv-backend accel-strict
 	SCHEDSIM_REQUIRE_ACCEL=1 $(BIN)/python -m pytest -q -p no:cacheprovider tests
 	SCHEDSIM_PURE=1 $(BIN)/python -m pytest -q -p no:cacheprovider -m pure_python tests
 
-# Style, formatting, types and the import layers (.ci/run runs it before the tests).
+# Style, formatting, types and the import layers (.ci/run runs it before the tests). mypy and
+# import-linter read the installed layout, which .ci/mypy stages in build/layout.
 LINTED := policies sim traces backend tests bench notebooks examples
 lint: venv
 	$(BIN)/ruff check $(LINTED)
 	$(BIN)/ruff format --check $(LINTED)
-	SCHEDSIM_PURE=1 $(BIN)/python -m schedsim.accel.build --stage build/layout
+	PY=$(BIN)/python .ci/mypy
 	cd build/layout && PYTHONPATH=. ../../$(BIN)/lint-imports ../../pyproject.toml
 
 bench: accel

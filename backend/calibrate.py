@@ -95,7 +95,7 @@ def measure_steps(executor: RealExecutor, grid: CalibrationGrid | None = None) -
     """One row per shape: median device time and host parts over `repeats` runs (after one untimed)."""
     grid = grid or CalibrationGrid()
     cache, vocab = executor.cache, executor.model.cfg.vocab_size
-    rows = []
+    rows: list[dict[str, float]] = []
     for shape in grid.shapes():
         p, pc, d, dc = shape
         need = (-(-(p + pc) // cache.block_size) if p else 0) + d * -(-(dc + 1) // cache.block_size)

@@ -180,12 +180,14 @@ class RealExecutor:
                 handle.ready.result()
             elif handle.ready is not None:
                 handle.ready.synchronize()
+                assert handle.timing is not None  # a CUDA launch records both events
                 start, end = handle.timing
                 handle.device_seconds = start.elapsed_time(end) / 1e3
                 handle.device_start = self._anchor_time + self._anchor.elapsed_time(start) / 1e3
                 handle.device_end = handle.device_start + handle.device_seconds
+            assert handle.sampled_host is not None  # a launched step copies its ids to the host
             handle.tokens = handle.sampled_host.tolist()
-        sampled = {rid: [] for rid in handle.req_ids}
+        sampled: dict[str, list[int]] = {rid: [] for rid in handle.req_ids}
         for rid, tok in zip(handle.sample_req_ids, handle.tokens, strict=True):
             sampled[rid] = [int(tok)]
         handle.batch = handle.staged = None  # host inputs no longer needed (and no chain of handles)
@@ -203,14 +205,15 @@ class RealExecutor:
         too, not in the first timed step with a long context. It writes only blocks the policy has
         not handed out yet, so call it before the first step.
         """
-        tuning = getattr(self.ops, "tuning", None)
+        ops: Any = self.ops  # an attention tuning is not part of Ops: only the Triton ops carry one
+        tuning = getattr(ops, "tuning", None)
         if tuning is None:
             return self._warmup_steps(num_tokens)
-        self.ops.tuning = dataclasses.replace(tuning, min_keys_per_split=1)
+        ops.tuning = dataclasses.replace(tuning, min_keys_per_split=1)
         try:
             return self._warmup_steps(num_tokens)
         finally:
-            self.ops.tuning = tuning
+            ops.tuning = tuning
 
     def _warmup_steps(self, num_tokens: int) -> float:
         """The throwaway prefill and decode of one request on the first free blocks."""
@@ -259,6 +262,7 @@ class RealExecutor:
     def _forward_and_sample(self, handle: StepHandle) -> torch.Tensor:
         """Upload, fill placeholders, run the model and sample: every op on the current stream."""
         batch, staged = handle.batch, handle.staged
+        assert batch is not None and staged is not None  # launch() sets both; only collect() clears them
         self.cache.copy_blocks(batch.block_copies)  # partial-block reuse, before anything reads them
         inputs = self.buffers.upload(staged)
         if self.cuda:  # the host slot may be rewritten once these transfers are done

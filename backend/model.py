@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import cast
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -33,6 +36,8 @@ class DecoderLayer(nn.Module):
 
 class LlamaModel(nn.Module):
     """Weights and two forwards: the paged one the executor runs, and a dense one for validation."""
+
+    cos_sin: torch.Tensor  # a registered buffer
 
     def __init__(
         self, cfg: ModelConfig, device: torch.device | str = "cpu", dtype: torch.dtype | None = None
@@ -66,6 +71,11 @@ class LlamaModel(nn.Module):
         self.scale = cfg.head_dim**-0.5
 
     @property
+    def decoder_layers(self) -> Sequence[DecoderLayer]:
+        """The layers, typed (iterating an nn.ModuleList yields plain Modules)."""
+        return cast("Sequence[DecoderLayer]", self.layers)
+
+    @property
     def device(self) -> torch.device:
         """Where the weights live."""
         return self.embed_tokens.device
@@ -93,7 +103,7 @@ class LlamaModel(nn.Module):
         """Hidden states [T, H] of a flat mixed batch; writes the new tokens' K/V into the cache."""
         x = F.embedding(input_ids, self.embed_tokens)
         residual: torch.Tensor | None = None
-        for layer, (k_cache, v_cache) in zip(self.layers, kv_caches, strict=True):
+        for layer, (k_cache, v_cache) in zip(self.decoder_layers, kv_caches, strict=True):
             h, residual = ops.rms_norm(x, layer.input_layernorm, self.cfg.rms_norm_eps, residual)
             q, k, v = self._split_qkv(F.linear(h, layer.qkv_proj))
             q, k = ops.rotary(positions, q.contiguous(), k.contiguous(), self.cos_sin)
@@ -126,7 +136,7 @@ class LlamaModel(nn.Module):
         def rope(t: torch.Tensor) -> torch.Tensor:
             return t * cos + torch.cat([-t[..., half:], t[..., :half]], dim=-1) * sin
 
-        for layer in self.layers:
+        for layer in self.decoder_layers:
             q, k, v = self._split_qkv(norm(x, layer.input_layernorm) @ layer.qkv_proj.float().T)
             q, k = rope(q), rope(k)
             k = k.repeat_interleave(c.num_queries_per_kv, 1)

@@ -21,7 +21,7 @@ def init_random_(model: LlamaModel, seed: int = 0) -> LlamaModel:
 
     with torch.no_grad():
         fill(model.embed_tokens, 1.0)
-        for layer in model.layers:
+        for layer in model.decoder_layers:
             layer.input_layernorm.fill_(1.0)
             layer.post_attention_layernorm.fill_(1.0)
             fill(layer.qkv_proj, cfg.hidden_size**-0.5)
@@ -39,10 +39,13 @@ def hf_state_dict(model: LlamaModel) -> dict[str, torch.Tensor]:
     cfg = model.cfg
     nq = cfg.num_attention_heads * cfg.head_dim
     nk = cfg.num_key_value_heads * cfg.head_dim
-    out = {"model.embed_tokens.weight": model.embed_tokens, "model.norm.weight": model.norm}
+    out: dict[str, torch.Tensor] = {
+        "model.embed_tokens.weight": model.embed_tokens,
+        "model.norm.weight": model.norm,
+    }
     if not cfg.tie_word_embeddings:
         out["lm_head.weight"] = model.lm_head
-    for i, layer in enumerate(model.layers):
+    for i, layer in enumerate(model.decoder_layers):
         p = f"model.layers.{i}."
         q, k, v = layer.qkv_proj.split([nq, nk, nk])
         gate, up = layer.gate_up_proj.chunk(2)
@@ -127,7 +130,7 @@ def _assign(model: LlamaModel, w: dict[str, torch.Tensor]) -> None:
         model.norm.copy_(w["model.norm.weight"])
         if not model.cfg.tie_word_embeddings:
             model.lm_head.copy_(w["lm_head.weight"])
-        for i, layer in enumerate(model.layers):
+        for i, layer in enumerate(model.decoder_layers):
             p = f"model.layers.{i}."
             layer.input_layernorm.copy_(w[p + "input_layernorm.weight"])
             layer.post_attention_layernorm.copy_(w[p + "post_attention_layernorm.weight"])

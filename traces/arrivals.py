@@ -94,7 +94,8 @@ def _invert(spec: ArrivalSpec, s: np.ndarray) -> np.ndarray:
             "the rate is zero almost everywhere; no arrivals reach the target", field="arrival.rate"
         )
     i = np.clip(np.searchsorted(lam, s, side="right") - 1, 0, len(r) - 1)
-    return b[i] + (s - lam[i]) / np.where(r[i] > 0, r[i], np.inf)
+    t: np.ndarray = b[i] + (s - lam[i]) / np.where(r[i] > 0, r[i], np.inf)
+    return t
 
 
 def arrival_times(

@@ -93,11 +93,12 @@ class Collector:
         """Decreasing timestamps are an error naming both lines; --sort is the remedy, not guessing."""
         if len(t) == 0:
             return
-        prev_t = np.concatenate([[self._prev[0] if self._prev else -np.inf], t[:-1]])
+        prev = self._prev or (-np.inf, 0, None)  # nothing precedes the first row: it cannot decrease
+        prev_t = np.concatenate([[prev[0]], t[:-1]])
         drops = np.flatnonzero(t < prev_t)
         if drops.size:
             i = int(drops[0])
-            p_line, p_raw = (lines[i - 1], raw_t[i - 1]) if i else (self._prev[1], self._prev[2])
+            p_line, p_raw = (lines[i - 1], raw_t[i - 1]) if i else (prev[1], prev[2])
             raise TraceError(
                 f"timestamp decreases: {raw_t[i]!r} is earlier than {p_raw!r} on line "
                 f"{p_line}; pass sort=True (CLI: --sort) to sort rows by arrival time",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -69,16 +69,17 @@ def _describe(raw: object) -> str:
     return f"not a number: {text[:40]}"
 
 
-def to_number(raw: Sequence[object], field: str, check: ChunkCheck, json_types: bool = False) -> np.ndarray:
+def to_number(raw: np.ndarray, field: str, check: ChunkCheck, json_types: bool = False) -> np.ndarray:
     """Parse numbers (CSV text, or JSON numbers when `json_types`); flags bad and non-finite ones."""
-    arr = np.asarray(raw, dtype=object) if not isinstance(raw, np.ndarray) else raw
+    arr = raw
     if json_types:
         wrong = np.fromiter(
             (isinstance(v, bool) or not isinstance(v, int | float) for v in arr), bool, len(arr)
         )
-        arr = np.where(wrong, None, arr)
+        # numpy's stubs leave None out of ArrayLike; np.where takes it as an object scalar
+        arr = np.where(wrong, None, arr)  # type: ignore[call-overload]
         check.flag(wrong, field, lambda i: _describe_json(raw[i]))
-    num = pd.to_numeric(pd.Series(arr, dtype=object), errors="coerce").to_numpy(dtype=float)
+    num: np.ndarray = pd.to_numeric(pd.Series(arr, dtype=object), errors="coerce").to_numpy(dtype=float)
     check.flag(np.isnan(num), field, lambda i: _describe(arr[i]))
     check.flag(np.isinf(num), field, lambda i: f"not finite: {arr[i]!r}")
     return num
@@ -93,7 +94,7 @@ def _describe_json(raw: object) -> str:
 
 
 def to_tokens(
-    raw: Sequence[object], field: str, check: ChunkCheck, minimum: int = 1, json_types: bool = False
+    raw: np.ndarray, field: str, check: ChunkCheck, minimum: int = 1, json_types: bool = False
 ) -> np.ndarray:
     """Token counts: whole numbers in [minimum, 2**31); negative and zero named as such."""
     num = to_number(raw, field, check, json_types)
@@ -106,7 +107,7 @@ def to_tokens(
 
 
 def to_seconds(
-    raw: Sequence[object],
+    raw: np.ndarray,
     field: str,
     check: ChunkCheck,
     unit: str,
@@ -151,7 +152,7 @@ def _describe_text(raw: object) -> str:
     return _describe(raw)
 
 
-def to_text(raw: Sequence[object], field: str, check: ChunkCheck) -> np.ndarray:
+def to_text(raw: np.ndarray, field: str, check: ChunkCheck) -> np.ndarray:
     """Free-text fields (model names, ids): only wrong encodings are errors."""
     arr = np.asarray(raw, dtype=object)
     bad = np.fromiter((isinstance(v, str) and has_bad_utf8(v) for v in arr), bool, len(arr))

@@ -3,22 +3,29 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from .collect import Collector, LoadOptions
 from .columns import ChunkCheck, to_number, to_seconds, to_text, to_tokens
 from .errors import TraceError
 from .fastcsv import FastPathUnavailable, iter_csv_chunks_fast
-from .reading import iter_csv_chunks, read_csv_header
+from .reading import RowPolicy, iter_csv_chunks, read_csv_header
 
 HASHES_COLUMN = re.compile(r"^prompt_block_hashes(?:@(\d+))?$")
 INT_OPTIONALS = ("turn", "max_tokens", "priority", "lora_id")
 TEXT_OPTIONALS = ("session_id", "request_class")
 _TRUE = {"1", "true", "yes", "y", "t"}
 _FALSE = {"0", "false", "no", "n", "f", ""}
+# a chunk reader: (rows wanted, policy) -> (columns, line numbers) per chunk; the exact reader
+# yields lists of strings, the Arrow fast path object arrays
+ChunkReader = Callable[
+    [int, RowPolicy], Iterator[tuple[list[list[str]] | list[np.ndarray], list[int] | np.ndarray]]
+]
 
 
 @dataclass
@@ -71,7 +78,7 @@ def check_header(path: Path, header: list[str], line: int, cmap: ColumnMap) -> d
 
 def load_csv_table(
     path: str | Path, cmap: ColumnMap, opts: LoadOptions, block_size: int | None = None, id_prefix: str = ""
-):
+) -> pd.DataFrame:
     """Stream a CSV into a Workload: Arrow-speed when the file is plain, exact otherwise."""
     path = Path(path)
     header, header_line = read_csv_header(path)
@@ -99,8 +106,8 @@ def _load(
     where: dict[str, int],
     block_size: int | None,
     id_prefix: str,
-    chunks,
-):
+    chunks: ChunkReader,
+) -> pd.DataFrame:
     """The conversion loop over whichever chunk reader is in use."""
     coll = Collector(str(path), cmap.arrival_time, opts)
     origin: list[float | int | None] = [None]
@@ -150,7 +157,7 @@ def _apply_filters(
     return {k: v[mask] for k, v in raw.items()}, lines[mask]
 
 
-def _optionals(raw: dict[str, np.ndarray], cmap: ColumnMap, check: ChunkCheck) -> dict:
+def _optionals(raw: dict[str, np.ndarray], cmap: ColumnMap, check: ChunkCheck) -> dict[str, np.ndarray]:
     """Convert the optional Workload columns a mapping provides."""
     out: dict[str, np.ndarray] = {}
     if cmap.request_id:
@@ -161,7 +168,8 @@ def _optionals(raw: dict[str, np.ndarray], cmap: ColumnMap, check: ChunkCheck) -
         values = raw[src]
         if col in TEXT_OPTIONALS:
             text = to_text(values, src, check)
-            out[col] = np.where(_blank(text), None, text)
+            # numpy's stubs leave None out of ArrayLike; np.where takes it as an object scalar
+            out[col] = np.where(_blank(text), None, text)  # type: ignore[call-overload]
         elif col in INT_OPTIONALS:
             out[col] = _ints(values, src, check, col)
         elif col == "structured_output":
@@ -216,7 +224,7 @@ def parse_hashes(values: np.ndarray, src: str, check: ChunkCheck) -> np.ndarray:
             out[i] = tuple(int(x) for x in text.split())
         except ValueError:
             check.flag(
-                np.arange(len(values)) == i, src, lambda j, v=v: f"not a list of integers: {str(v)[:40]!r}"
+                np.arange(len(values)) == i, src, lambda j: f"not a list of integers: {str(values[j])[:40]!r}"
             )
             out[i] = None
     return out

@@ -113,8 +113,8 @@ def _column_map(header: list[str], mapping: dict[str, str], time_unit: str) -> t
             size = int(m.group(1)) if m.group(1) else None
         elif name in OPTIONAL_COLUMNS or name == "request_id":
             full.setdefault(name, name)
-    required = {k: full.get(k, k) for k in ("arrival_time", "prompt_tokens", "output_tokens")}
+    arrival, prompt, output = (full.get(k, k) for k in ("arrival_time", "prompt_tokens", "output_tokens"))
     optional = {k: v for k, v in full.items() if k in OPTIONAL_COLUMNS}
     return ColumnMap(
-        **required, time_unit=time_unit, request_id=full.get("request_id"), optional=optional
+        arrival, prompt, output, time_unit=time_unit, request_id=full.get("request_id"), optional=optional
     ), size

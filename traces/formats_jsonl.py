@@ -26,7 +26,7 @@ def _chunks(
     path: Path, policy: RowPolicy, keys: list[str], size: int, exact: bool
 ) -> Iterator[tuple[dict[str, np.ndarray], np.ndarray]]:
     """Group records into column arrays; unknown keys are errors for fixed formats."""
-    cols: dict[str, list] = {k: [] for k in keys}
+    cols: dict[str, list[object]] = {k: [] for k in keys}
     lines: list[int] = []
     allowed = set(keys)
     for line, rec in iter_jsonl(path, policy):
@@ -44,7 +44,7 @@ def _chunks(
         yield {k: _objects(v) for k, v in cols.items()}, np.asarray(lines, np.int64)
 
 
-def _objects(values: list) -> np.ndarray:
+def _objects(values: list[object]) -> np.ndarray:
     """An object array that never tries to broadcast nested lists."""
     arr = np.empty(len(values), dtype=object)
     arr[:] = values
@@ -78,7 +78,12 @@ def _hash_ids(
 
 
 def _timed(
-    coll: Collector, raw: dict[str, np.ndarray], lines: np.ndarray, key: str, unit: str, origin: list
+    coll: Collector,
+    raw: dict[str, np.ndarray],
+    lines: np.ndarray,
+    key: str,
+    unit: str,
+    origin: list[float | int | None],
 ) -> tuple[dict[str, np.ndarray], np.ndarray, ChunkCheck, np.ndarray]:
     """Convert the time key first, and cut the chunk where a window read may stop."""
     check = ChunkCheck(lines, coll.policy)
@@ -198,7 +203,8 @@ def _json_optional(
             & ~unset
         )
         check.flag(wrong, key, lambda i: f"expected a string, got {repr(raw[i])[:40]}")
-        return np.where(unset | wrong, None, raw.astype(str))
+        # numpy's stubs leave None out of ArrayLike; np.where takes it as an object scalar
+        return np.where(unset | wrong, None, raw.astype(str))  # type: ignore[call-overload, no-any-return]
     if col == "structured_output":
         wrong = np.fromiter((not isinstance(v, bool) for v in raw), bool, len(raw)) & ~unset
         check.flag(wrong, key, lambda i: f"expected true/false, got {repr(raw[i])[:40]}")

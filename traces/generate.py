@@ -19,30 +19,39 @@ from .validate import normalize, validate_workload
 
 
 def generate_workload(spec: WorkloadSpec) -> pd.DataFrame:
-    """Draw the workload; grows the number of arrival events until the request target is met."""
-    mean_turns = np.average(
-        [c.turns.sample(256, np.random.default_rng(0)).mean() if c.turns else 1.0 for c in spec.classes],
-        weights=[c.weight for c in spec.classes],
-    )
-    events = None if spec.num_requests is None else int(spec.num_requests / mean_turns) + 16
-    while True:
-        rng = np.random.default_rng(spec.seed)
-        t = arrival_times(spec.arrival, rng, n=events, duration=spec.duration_s)
-        df = build_requests(spec, t, rng)
-        if spec.duration_s is not None:
-            df = df[df["arrival_time"] < spec.duration_s]
-            break
-        n = spec.num_requests
-        if len(df) >= n and df["arrival_time"].iloc[n - 1] <= t[-1]:  # type: ignore[index]
-            df = df.head(n)
-            break
-        events = int(events * 1.5) + 16  # type: ignore[operator]
+    """Draw the workload: the requests of the duration, or the first `num_requests` of them."""
+    if spec.num_requests is None:
+        df, _ = _draw(spec, None)
+        df = df[df["arrival_time"] < spec.duration_s]
+    else:
+        df = _first_requests(spec, spec.num_requests)
     df = df.reset_index(drop=True)
     df["arrival_time"] -= df["arrival_time"].iloc[0] if len(df) else 0.0
     df.attrs = {"source": f"generate(seed={spec.seed})", "generator": _describe(spec)}
     if "prompt_block_hashes" in df.columns:
         df.attrs["prefix_block_size"] = spec.block_size
     return validate_workload(normalize(df))
+
+
+def _first_requests(spec: WorkloadSpec, n: int) -> pd.DataFrame:
+    """The first n requests; grows the number of arrival events until the target is met."""
+    mean_turns = np.average(
+        [c.turns.sample(256, np.random.default_rng(0)).mean() if c.turns else 1.0 for c in spec.classes],
+        weights=[c.weight for c in spec.classes],
+    )
+    events = int(n / mean_turns) + 16
+    while True:
+        df, t = _draw(spec, events)
+        if len(df) >= n and df["arrival_time"].iloc[n - 1] <= t[-1]:
+            return df.head(n)
+        events = int(events * 1.5) + 16
+
+
+def _draw(spec: WorkloadSpec, events: int | None) -> tuple[pd.DataFrame, np.ndarray]:
+    """Requests of `events` arrival events (or of the spec's duration), from the spec's seed."""
+    rng = np.random.default_rng(spec.seed)
+    t = arrival_times(spec.arrival, rng, n=events, duration=spec.duration_s)
+    return build_requests(spec, t, rng), t
 
 
 def _describe(spec: WorkloadSpec) -> str:

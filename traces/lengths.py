@@ -60,13 +60,16 @@ class LengthSpec:
         else:
             x = rng.choice(self._empirical(), size=n).astype(float)
         hi = self.max if self.max is not None else np.inf
-        return np.clip(np.rint(x), self.min, hi).astype(np.int64)
+        out: np.ndarray = np.clip(np.rint(x), self.min, hi).astype(np.int64)
+        return out
 
     def _empirical(self) -> np.ndarray:
         """The resampling pool, loaded once from the named trace."""
         if self.values:
             return np.asarray(self.values, dtype=np.int64)
-        pool = load_file(self.trace)[self.column].to_numpy()  # type: ignore[arg-type]
+        if self.trace is None:  # __post_init__ requires values or a trace
+            raise TraceError("empirical needs values or a trace", field="values")
+        pool: np.ndarray = load_file(self.trace)[self.column].to_numpy()
         self.values = pool.tolist()
         return pool
 

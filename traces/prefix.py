@@ -38,7 +38,8 @@ def mix_array(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     x = a ^ (b.astype(np.uint64) * np.uint64(_GOLD))
     x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return ((x ^ (x >> np.uint64(31))) >> np.uint64(1)).astype(np.int64)
+    out: np.ndarray = ((x ^ (x >> np.uint64(31))) >> np.uint64(1)).astype(np.int64)
+    return out
 
 
 def chain(hashes: tuple[int, ...]) -> np.ndarray:

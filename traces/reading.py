@@ -41,14 +41,14 @@ class RowPolicy:
         self.skipped.add(line, field or "<row>", reason)
 
 
-def open_binary(path: Path) -> IO[bytes]:
+def open_binary(path: Path) -> io.BufferedReader | gzip.GzipFile:
     """Open plain or gzip files alike; missing files become TraceError, not OSError."""
     try:
         raw = open(path, "rb")  # noqa: SIM115 - returned to the caller
     except OSError as exc:
         raise TraceError(f"cannot open: {exc.strerror or exc}", str(path)) from None
     if path.suffix == ".gz":
-        return gzip.open(raw, "rb")  # type: ignore[return-value]
+        return gzip.open(raw, "rb")
     return raw
 
 
@@ -78,7 +78,7 @@ def _text_stream(path: Path) -> IO[str]:
     """UTF-8 text with undecodable bytes kept as surrogates, so we can blame the exact field."""
     raw = open_binary(path)
     try:
-        head = raw.peek(4096) if hasattr(raw, "peek") else b""  # type: ignore[attr-defined]
+        head = raw.peek(4096)
     except (OSError, EOFError) as exc:
         raise TraceError(f"unreadable compressed file: {exc}", str(path)) from None
     check_encoding(path, head)
@@ -166,11 +166,11 @@ def _shape_filter(
     return good, good_lines
 
 
-def iter_jsonl(path: Path, policy: RowPolicy) -> Iterator[tuple[int, dict]]:
+def iter_jsonl(path: Path, policy: RowPolicy) -> Iterator[tuple[int, dict[str, object]]]:
     """Yield (line, record) for each JSON object line; broken lines go to the policy."""
     raw = open_binary(path)
     try:
-        head = raw.peek(4096) if hasattr(raw, "peek") else b""  # type: ignore[attr-defined]
+        head = raw.peek(4096)
         check_encoding(path, head)
         last_line = 0
         for last_line, data in enumerate(raw, start=1):
@@ -183,7 +183,7 @@ def iter_jsonl(path: Path, policy: RowPolicy) -> Iterator[tuple[int, dict]]:
         raw.close()
 
 
-def _parse_json_line(path: Path, policy: RowPolicy, line: int, data: bytes) -> dict | None:
+def _parse_json_line(path: Path, policy: RowPolicy, line: int, data: bytes) -> dict[str, object] | None:
     """Decode one line; None for blank lines and for bad lines the policy chose to skip."""
     if line == 1 and data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]

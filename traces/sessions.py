@@ -145,7 +145,8 @@ def _grouped_cumsum(x: np.ndarray, first: np.ndarray, owner: np.ndarray) -> np.n
     """Cumulative sums restarting at each session's first turn."""
     cs = np.cumsum(x)
     base = cs[first] - x[first]
-    return cs - base[owner]
+    out: np.ndarray = cs - base[owner]
+    return out
 
 
 def build_requests(spec: WorkloadSpec, t: np.ndarray, rng: np.random.Generator) -> pd.DataFrame:

@@ -78,13 +78,16 @@ def sample(
     workload: pd.DataFrame, n: int | None = None, frac: float | None = None, seed: int = 0
 ) -> pd.DataFrame:
     """A seeded random subset (thinning), kept in arrival order."""
-    if (n is None) == (frac is None):
+    if n is not None and frac is None:
+        if not 0 <= n <= len(workload):
+            raise TraceError(f"n must be in [0, {len(workload)}], got {n}", field="n")
+        k = n
+    elif frac is not None and n is None:
+        if not 0 < frac <= 1:
+            raise TraceError(f"frac must be in (0, 1], got {frac}", field="frac")
+        k = round(frac * len(workload))
+    else:
         raise TraceError("sample needs exactly one of n or frac", field="n")
-    if frac is not None and not 0 < frac <= 1:
-        raise TraceError(f"frac must be in (0, 1], got {frac}", field="frac")
-    if n is not None and not 0 <= n <= len(workload):
-        raise TraceError(f"n must be in [0, {len(workload)}], got {n}", field="n")
-    k = n if n is not None else round(frac * len(workload))
     rows = np.sort(np.random.default_rng(seed).choice(len(workload), size=k, replace=False))
     out = workload.iloc[rows].reset_index(drop=True)
     return _keep_attrs(out, workload, f"sample({k}, seed={seed})")
@@ -141,13 +144,13 @@ def concat(workloads: list[pd.DataFrame], mode: str = "sequential", gap: float =
     return validate_workload(normalize(out))
 
 
-def _renumber(hashes: list) -> list:
+def _renumber(hashes: list[tuple[tuple[int, int], ...] | float | None]) -> list[tuple[int, ...] | None]:
     """Dense ints for (workload, hash) pairs: stays collision-free across sources."""
-    ids: dict[object, int] = {}
-    out = []
+    ids: dict[tuple[int, int], int] = {}
+    out: list[tuple[int, ...] | None] = []
     for h in hashes:
-        if h is None or (isinstance(h, float) and np.isnan(h)):
-            out.append(None)
-        else:
+        if isinstance(h, tuple):
             out.append(tuple(ids.setdefault(x, len(ids)) for x in h))
+        else:  # None, or NaN where a workload had no hashes
+            out.append(None)
     return out

@@ -7,7 +7,7 @@ import dataclasses
 import tomllib
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ def _unwrap_optional(tp: Any) -> tuple[Any, bool]:
 
 def _converter(tp: Any, optional: bool) -> Any:
     """The argparse `type=` for a field type; 'none' means None for optional fields."""
-    base = {int: int, float: float, str: str}.get(tp)
+    base: Callable[[str], Any] | None = {int: int, float: float, str: str}.get(tp)
     if typing.get_origin(tp) is typing.Literal:
         base = str
     if base is None:
@@ -157,7 +157,9 @@ def add_run_arguments(
     dests = add_dataclass_flags(
         group, RunConfig, skip=("policy_options",), rename={"plugins": "--plugin", **(rename or {})}
     )
-    meta = {f.name: f.metadata for f in dataclasses.fields(RunConfig)}.get("policy_options", {})
+    meta: Mapping[str, Any] = {f.name: f.metadata for f in dataclasses.fields(RunConfig)}.get(
+        "policy_options", {}
+    )
     group.add_argument(
         "--policy-option",
         dest="policy_option_pairs",

@@ -130,7 +130,7 @@ def predict(args: argparse.Namespace) -> dict[str, Any]:
         out["breakdown_ms"] = {k: v * 1e3 for k, v in model.breakdown(shape).items()}
     if getattr(args, "explain", False):
         out["explain_ms"] = explain(args, model, shape)
-    kinds = {}
+    kinds: dict[str, str | float] = {}
     for kind in ("roofline", "table", "fitted"):
         try:
             other = make_latency_model(args.model, args.gpu, args.tp, kind, args.calibration, engine)

@@ -16,12 +16,13 @@ previous batch's drafts (update_draft_token_ids_in_output) and the bitmask.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from schedsim.conformance.files import Outcome, format_log
 from schedsim.conformance.vllm_fake_model import FIRST_GRAMMAR_INVALID, FakeModel
 from schedsim.conformance.vllm_scenario import EOS_ID, ScenarioError, validate
 from schedsim.policies import Request, StepPlan, StepResult, make_policy
+from schedsim.policies.vllm import Scheduler
 from schedsim.policies.vllm.structured_output import StructuredOutputManager
 
 __all__ = ["ScenarioError", "replay", "run_scenario", "validate"]
@@ -63,7 +64,8 @@ class Replay:
     def __init__(self, scenario: dict) -> None:
         cfg = validate(scenario)
         try:
-            self.policy: Any = make_policy(scenario["policy"], **cfg)
+            # validate() admits only vllm and vllm-async, both a vLLM Scheduler
+            self.policy = cast(Scheduler, make_policy(scenario["policy"], **cfg))
         except ValueError as e:
             raise ScenarioError(f"config rejected: {e}") from e
         self.k = k = cfg["num_spec_tokens"]

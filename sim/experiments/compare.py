@@ -67,7 +67,7 @@ def _quantile_ms(values: pd.Series, q: float) -> float:
 
 def derived_metrics(summary: dict[str, Any], requests: pd.DataFrame) -> dict[str, Any]:
     """Summary scalars plus the per-request figures the compare table adds (HOL tail, pause rate)."""
-    out = {k: v for k, v in summary.items() if isinstance(v, (int, float, bool)) or v is None}
+    out: dict[str, Any] = {k: v for k, v in summary.items() if isinstance(v, (int, float, bool)) or v is None}
     n = max(int(summary.get("num_requests", len(requests)) or 0), 1)
     if "num_pauses" in out and "pause_rate" not in out:
         out["pause_rate"] = out["num_pauses"] / n

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, replace
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -64,7 +65,12 @@ def coordinate_fit(
     for _ in range(sweeps):
         for name in names:
             lo, hi = _bounds(name)
-            params[name] = _golden(lambda v, n=name: loss({**params, n: v}), lo, hi)
+
+            def along(v: float, n: str = name) -> float:
+                """The loss with only parameter `n` moved to `v`."""
+                return loss({**params, n: v})
+
+            params[name] = _golden(along, lo, hi)
     return params
 
 
@@ -122,7 +128,7 @@ def error_table(pred: np.ndarray, meas: np.ndarray, labels: pd.Series) -> dict[s
     }
 
 
-def fit_operators(profiles: Profiles, gpu: str) -> tuple[dict[str, float], dict[str, dict]]:
+def fit_operators(profiles: Profiles, gpu: str) -> tuple[dict[str, Any], dict[str, dict]]:
     """GEMM/elementwise efficiencies and kernel overhead for one GPU, with per-operator error."""
     rows = operator_rows(profiles, gpu)
     rows = rows[rows.time_s > 0]
@@ -146,7 +152,7 @@ def fit_operators(profiles: Profiles, gpu: str) -> tuple[dict[str, float], dict[
     op_eff = {k[3:]: params.pop(k) for k in list(params) if k.startswith("op:")}
     if op_eff:  # kernels never measured (KV-cache write) get the typical elementwise efficiency
         params["elementwise_memory_eff"] = float(np.median(list(op_eff.values())))
-    params = {
+    fitted: dict[str, Any] = {
         k: v
         for k, v in params.items()
         if k
@@ -159,8 +165,8 @@ def fit_operators(profiles: Profiles, gpu: str) -> tuple[dict[str, float], dict[
             "elementwise_memory_eff",
         )
     }
-    params["op_memory_eff"] = op_eff
-    return params, errors
+    fitted["op_memory_eff"] = op_eff  # per elementwise operator
+    return fitted, errors
 
 
 def fit_all_reduce(profiles: Profiles, gpu: str) -> tuple[dict[str, float], dict[str, dict]] | None:

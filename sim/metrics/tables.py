@@ -19,7 +19,9 @@ from schedsim.metrics.recorder import (
 from schedsim.metrics.rows import DTYPES
 
 
-def requests_table(m: MetricsRecorder, targets: Sequence[int], rejected: set[str]) -> pd.DataFrame:
+def requests_table(
+    m: MetricsRecorder, targets: Sequence[int] | np.ndarray, rejected: set[str]
+) -> pd.DataFrame:
     """One row per workload request."""
     m.finalize()  # outputs and counters of requests still unfinished
     hashes = m.output_hashes()
@@ -71,7 +73,7 @@ def steps_table(m: MetricsRecorder) -> pd.DataFrame:
     s = m.steps
     views = m.rows.place({name: s[name] for name in STEP_FIELDS})  # jumps' rows: zeros
     fill_jump_steps(m.jumps, views)
-    cols: dict[str, object] = {"step": np.arange(len(views["schedule_time"]), dtype=np.int32)}
+    cols: dict[str, np.ndarray] = {"step": np.arange(len(views["schedule_time"]), dtype=np.int32)}
     for name in STEP_FIELDS:
         col = views[name]
         cols[name] = col.view(bool) if name == "deferred_sampling" else col

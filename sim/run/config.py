@@ -13,7 +13,12 @@ SPEC_METHODS = ("draft_model", "ngram")
 def _f(default: Any, help: str, **kw: Any) -> Any:
     """A dataclass field with a help string (the CLI turns it into a documented flag)."""
     if isinstance(default, (dict, list)):
-        return field(default_factory=lambda d=default: type(d)(d), metadata={"help": help}, **kw)
+
+        def fresh() -> Any:
+            """A copy per instance: a dict or list default is never shared."""
+            return type(default)(default)
+
+        return field(default_factory=fresh, metadata={"help": help}, **kw)
     return field(default=default, metadata={"help": help}, **kw)
 
 

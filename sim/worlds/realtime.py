@@ -13,6 +13,7 @@ import dataclasses
 import math
 import random
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -185,7 +186,7 @@ def synthesize_prompt(req: Request, block_size: int, vocab_size: int, seed: int)
 
 
 def real_requests(
-    requests: list[Request], targets: list[int], block_size: int, vocab_size: int, seed: int
+    requests: list[Request], targets: Iterable[int], block_size: int, vocab_size: int, seed: int
 ) -> list[Request]:
     """Requests the model can run: token ids synthesized where missing, and (random weights never
     say EOS on cue) max_tokens capped at the trace's output length with EOS ignored."""
