@@ -6,6 +6,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from schedsim.run.fieldtypes import check_instance
+
 ENGINE_MODES = ("auto", "sync", "async")
 SPEC_METHODS = ("draft_model", "ngram")
 
@@ -126,6 +128,7 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         """Reject impossible values, naming the field."""
+        check_instance(self)  # types first: the range checks below compare numbers
         self._check_positive()
         self._check_ranges()
         if self.engine not in ENGINE_MODES:
