@@ -12,7 +12,7 @@ import pandas as pd
 from schedsim.outputs.files import write_run
 from schedsim.run.simulate import simulate
 from schedsim.run.toml_config import ConfigError, coerce, load_toml
-from schedsim.traces import load_workload
+from schedsim.run.workload import load_trace, trace_options
 from tqdm import tqdm
 
 # The side-by-side table's rows: vLLM's benchmark names first, then this project's own metrics.
@@ -106,9 +106,10 @@ def run_variants(
     traces: dict[str, pd.DataFrame] = {}
     results = {}
     for label, config in tqdm(variants, desc="compare", disable=not progress, unit="run"):
-        if workload is None and config.trace not in traces:  # simulate() applies max_requests, rate
-            traces[config.trace] = load_workload(config.trace)
-        shared = workload if workload is not None else traces[config.trace]
+        key = f"{config.trace} {trace_options(config)}"
+        if workload is None and key not in traces:  # simulate() applies max_requests, rate
+            traces[key] = load_trace(config)
+        shared = workload if workload is not None else traces[key]
         results[label] = simulate(config, workload=shared, progress=False)
     return results
 

@@ -47,6 +47,12 @@ class RunConfig:
         "workload: a shipped trace name, a trace file path or a "
         "generator spec understood by schedsim.traces.load_workload",
     )
+    trace_sort: bool = _f(
+        False, "sort the trace's rows by arrival time instead of failing on decreasing timestamps"
+    )
+    trace_skip_bad: bool = _f(
+        False, "skip malformed trace rows (a warning gives their count and first line numbers)"
+    )
     rate: float | None = _f(None, "rescale arrivals to this many requests per second (None: as traced)")
     max_requests: int | None = _f(None, "replay only the first N requests (None: all)")
     seed: int = _f(0, "seed of every random draw (synthetic tokens, draft acceptance, faults)")

@@ -77,9 +77,20 @@ class PreparedWorkload:
         )
 
 
+def trace_options(cfg: RunConfig) -> dict[str, bool]:
+    """The loader options the config asks for (only those set: a generator spec takes none)."""
+    opts = {"sort": cfg.trace_sort, "skip_bad": cfg.trace_skip_bad}
+    return {k: v for k, v in opts.items() if v}
+
+
+def load_trace(cfg: RunConfig) -> pd.DataFrame:
+    """The configured trace, read with the config's loader options, whole."""
+    return load_workload(cfg.trace, **trace_options(cfg))
+
+
 def load(cfg: RunConfig) -> pd.DataFrame:
     """The configured trace, truncated and rescaled as asked."""
-    return select(load_workload(cfg.trace), cfg)
+    return select(load_trace(cfg), cfg)
 
 
 def select(df: pd.DataFrame, cfg: RunConfig) -> pd.DataFrame:
