@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 from schedsim.outputs.files import write_run
+from schedsim.outputs.numbers import format_value
 from schedsim.run.simulate import simulate
 from schedsim.run.toml_config import ConfigError, coerce, load_toml
 from schedsim.run.workload import load_trace, trace_options
@@ -149,14 +150,4 @@ def side_by_side(table: pd.DataFrame) -> pd.DataFrame:
 
 def format_side_by_side(table: pd.DataFrame) -> str:
     """The side-by-side table as text with sensible precision."""
-    wide = side_by_side(table)
-    fmt = wide.map(
-        lambda v: (
-            "-"
-            if v is None or (isinstance(v, float) and math.isnan(v))
-            else f"{v:,.4g}"
-            if isinstance(v, float)
-            else str(v)
-        )
-    )
-    return fmt.to_string()
+    return side_by_side(table).map(format_value).to_string()
