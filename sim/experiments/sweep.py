@@ -76,7 +76,7 @@ def expand_grid(
 
 
 @functools.lru_cache(maxsize=4)
-def _trace(name: str, options: tuple[tuple[str, bool], ...]) -> pd.DataFrame:
+def _trace(name: str, options: tuple[tuple[str, Any], ...]) -> pd.DataFrame:
     """A worker loads each trace once, however many grid points replay it."""
     return load_workload(name, **dict(options))
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -77,7 +78,7 @@ class PreparedWorkload:
         )
 
 
-def trace_options(cfg: RunConfig) -> dict[str, bool]:
+def trace_options(cfg: RunConfig) -> dict[str, Any]:
     """The loader options the config asks for (only those set: a generator spec takes none)."""
     opts = {"sort": cfg.trace_sort, "skip_bad": cfg.trace_skip_bad}
     return {k: v for k, v in opts.items() if v}
