@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import Callable
+from typing import TextIO
 
 from schedsim.run.toml_config import ConfigError
-from schedsim.traces import TraceError
+from schedsim.traces import TraceError, TraceWarning
 
 EXIT_BAD_INPUT = 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
@@ -31,6 +33,22 @@ def report(exc: BaseException) -> int:
     return EXIT_BAD_INPUT
 
 
+def show_warning(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """Warnings about the user's input (skipped trace rows) as `schedsim: warning: ...` lines;
+    any other warning as Python shows it, source location included."""
+    if issubclass(category, TraceWarning):
+        print(f"schedsim: warning: {message}", file=file or sys.stderr)
+    else:
+        (file or sys.stderr).write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
 def silence_stdout() -> None:
     """Point stdout at /dev/null, so the interpreter's final flush into the closed pipe is quiet."""
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -48,6 +66,7 @@ def guarded(command: Callable[[], int]) -> int:
     stdout is flushed inside the guard: a pipe's buffered output otherwise fails only at exit,
     where nothing can catch it.
     """
+    shown, warnings.showwarning = warnings.showwarning, show_warning
     try:
         try:
             status = command()
@@ -61,3 +80,5 @@ def guarded(command: Callable[[], int]) -> int:
     except BrokenPipeError:
         silence_stdout()
         return EXIT_BROKEN_PIPE
+    finally:
+        warnings.showwarning = shown
