@@ -16,8 +16,9 @@ from schedsim.run.config import RunConfig
 from schedsim.run.fieldtypes import check_fields, field_error
 from schedsim.run.toml_config import ConfigError
 
-# Engines whose KV block size must be a power of two: vLLM's --block-size choices and
-# TensorRT-LLM's tokens_per_block (its attention kernels index blocks by shift and mask).
+# Engines whose KV block size must be a power of two: vLLM's --block-size choices (1, 8, ..., 256)
+# and TensorRT-LLM's tokens_per_block (its build asserts it). Small powers (2, 4) stay allowed
+# for small hand-made scenarios.
 POWER_OF_TWO_BLOCKS: dict[type, str] = {VllmConfig: "vLLM", TrtllmConfig: "TensorRT-LLM"}
 
 # RunConfig fields forwarded to the policy's SchedulerConfig when the policy has them.
