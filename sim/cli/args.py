@@ -14,6 +14,9 @@ from typing import Any
 from schedsim.run.config import RunConfig
 from schedsim.run.toml_config import field_types, resolve
 
+# RunConfig fields whose flag is not `--<field-name>`: the name the trace tools already use.
+RUN_FLAG_NAMES = {"plugins": "--plugin", "trace_sort": "--sort", "trace_skip_bad": "--skip-bad"}
+
 
 def parse_scalar(text: str) -> Any:
     """A CLI value as TOML would read it (1 → int, 0.5 → float, true → bool), else the raw string."""
@@ -155,7 +158,7 @@ def add_run_arguments(
     )
     group = parser.add_argument_group("run configuration (RunConfig; every key can also go in --config)")
     dests = add_dataclass_flags(
-        group, RunConfig, skip=("policy_options",), rename={"plugins": "--plugin", **(rename or {})}
+        group, RunConfig, skip=("policy_options",), rename={**RUN_FLAG_NAMES, **(rename or {})}
     )
     meta: Mapping[str, Any] = {f.name: f.metadata for f in dataclasses.fields(RunConfig)}.get(
         "policy_options", {}

@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from schedsim.cli.args import add_run_arguments, resolve_run_config
+from schedsim.cli.rejections import add_strict_argument, report_rejections
+from schedsim.run.rejections import max_model_len_of, rejections
 from schedsim.run.resolve import check_config
 
 
@@ -31,6 +33,7 @@ def add_parser(sub: Any) -> None:
         "labelled by the file's stem",
     )
     p.add_argument("--no-plots", action="store_true", help="skip the overlaid PNG plots")
+    add_strict_argument(p)
     p.set_defaults(func=cmd_compare)
 
 
@@ -49,4 +52,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     table = compare_configs(variants, out=args.out, progress=not args.no_progress, plots=not args.no_plots)
     print(format_side_by_side(table))
     print(f"\nwrote {args.out}/ (compare.parquet, per-variant tables, cdf_latency.png, over_time.png)")
-    return 0
+    rows = table.set_index("label").to_dict("index")
+    found = [(f"variant {label!r}", rejections(rows[label], max_model_len_of(c))) for label, c in variants]
+    return report_rejections(found, args.strict)

@@ -8,8 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from schedsim.cli import compare, conformance, latency, listings, run, sweep, trace, validate
-from schedsim.run.toml_config import ConfigError
-from schedsim.traces import TraceError
+from schedsim.cli.errors import guarded
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,16 +32,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `schedsim` script."""
+    return guarded(lambda: dispatch(argv))
+
+
+def dispatch(argv: Sequence[str] | None) -> int:
+    """Parse the command line and run the command (no command: the help, as a usage error)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 1
-    try:
-        return int(args.func(args) or 0)
-    except (ConfigError, TraceError) as exc:  # user input: one clear line, no traceback
-        print(f"schedsim {args.command}: {exc}", file=sys.stderr)
-        return 2
+    return int(args.func(args) or 0)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ from typing import Any
 
 from schedsim.cli.args import add_run_arguments, resolve_run_config
 from schedsim.cli.backend import add_backend_arguments, backend_options
+from schedsim.cli.rejections import add_strict_argument, report_rejections
+from schedsim.run.rejections import rejections
 from schedsim.run.resolve import check_config
 
 
@@ -15,6 +17,7 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("run", help="replay a workload through one policy and write an output directory")
     add_run_arguments(p, "runs/run")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    add_strict_argument(p)
     add_backend_arguments(p)
     p.set_defaults(func=cmd_run)
 
@@ -41,4 +44,5 @@ def cmd_run(args: argparse.Namespace) -> int:
             worker.close()
     print(format_summary(result.summary))
     print(f"\nwrote {args.out}/")
-    return 0
+    found = rejections(result.summary, result.config.get("max_model_len"))
+    return report_rejections([(None, found)], args.strict)

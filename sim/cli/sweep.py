@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from schedsim.cli.args import add_run_arguments, parse_scalar, resolve_run_config
+from schedsim.cli.rejections import add_strict_argument, report_rejections
+from schedsim.run.rejections import max_model_len_of, rejections
 from schedsim.run.resolve import check_config
 from schedsim.run.toml_config import ConfigError, load_toml
 
@@ -56,6 +58,7 @@ def add_parser(sub: Any) -> None:
         default=",".join(DEFAULT_METRICS),
         help="comma-separated metrics to plot against the knob",
     )
+    add_strict_argument(p)
     p.set_defaults(func=cmd_sweep)
 
 
@@ -110,4 +113,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     shown = ["policy", *[k for k in grid if k != "policy"], *[m for m in metrics if m in table]]
     print(table[[c for c in dict.fromkeys(shown) if c in table]].to_string(index=False))
     print(f"\nwrote {args.out}/results.parquet ({len(table)} runs)")
-    return 0
+    rows = table.set_index("run_id").to_dict("index") if "run_id" in table else {}
+    found = [
+        (f"run {r.params}", rejections(rows.get(r.run_id, {}), max_model_len_of(r.config))) for r in runs
+    ]
+    return report_rejections(found, args.strict)

@@ -8,6 +8,8 @@ from typing import Any
 
 from schedsim.cli.args import add_run_arguments, resolve_run_config
 from schedsim.cli.backend import add_backend_arguments, backend_options
+from schedsim.cli.rejections import report_rejections
+from schedsim.run.rejections import rejections
 from schedsim.run.resolve import check_config
 
 
@@ -59,4 +61,5 @@ def cmd_validate(args: argparse.Namespace) -> int:
     write_run(report.sim, out / "sim", plots=False)
     print(format_summary(report.summary))
     print(f"\nwrote {out}/ (validation.json, validation.png, *_compared.parquet, real/, sim/)")
-    return 0
+    found = rejections(report.real.summary, report.real.config.get("max_model_len"))
+    return report_rejections([("the real run", found)], strict=False)

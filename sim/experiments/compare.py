@@ -10,9 +10,10 @@ from typing import Any
 
 import pandas as pd
 from schedsim.outputs.files import write_run
+from schedsim.outputs.numbers import format_value
 from schedsim.run.simulate import simulate
 from schedsim.run.toml_config import ConfigError, coerce, load_toml
-from schedsim.traces import load_workload
+from schedsim.run.workload import load_trace, trace_options
 from tqdm import tqdm
 
 # The side-by-side table's rows: vLLM's benchmark names first, then this project's own metrics.
@@ -106,9 +107,10 @@ def run_variants(
     traces: dict[str, pd.DataFrame] = {}
     results = {}
     for label, config in tqdm(variants, desc="compare", disable=not progress, unit="run"):
-        if workload is None and config.trace not in traces:  # simulate() applies max_requests, rate
-            traces[config.trace] = load_workload(config.trace)
-        shared = workload if workload is not None else traces[config.trace]
+        key = f"{config.trace} {trace_options(config)}"
+        if workload is None and key not in traces:  # simulate() applies max_requests, rate
+            traces[key] = load_trace(config)
+        shared = workload if workload is not None else traces[key]
         results[label] = simulate(config, workload=shared, progress=False)
     return results
 
@@ -148,14 +150,4 @@ def side_by_side(table: pd.DataFrame) -> pd.DataFrame:
 
 def format_side_by_side(table: pd.DataFrame) -> str:
     """The side-by-side table as text with sensible precision."""
-    wide = side_by_side(table)
-    fmt = wide.map(
-        lambda v: (
-            "-"
-            if v is None or (isinstance(v, float) and math.isnan(v))
-            else f"{v:,.4g}"
-            if isinstance(v, float)
-            else str(v)
-        )
-    )
-    return fmt.to_string()
+    return side_by_side(table).map(format_value).to_string()

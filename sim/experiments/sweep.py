@@ -17,6 +17,7 @@ from schedsim.experiments.compare import derived_metrics
 from schedsim.experiments.sweep_ray import execute_ray
 from schedsim.run.simulate import simulate
 from schedsim.run.toml_config import ConfigError, coerce, merge, to_jsonable
+from schedsim.run.workload import trace_options
 from schedsim.traces import load_workload
 from tqdm import tqdm
 
@@ -75,14 +76,15 @@ def expand_grid(
 
 
 @functools.lru_cache(maxsize=4)
-def _trace(name: str) -> pd.DataFrame:
+def _trace(name: str, options: tuple[tuple[str, Any], ...]) -> pd.DataFrame:
     """A worker loads each trace once, however many grid points replay it."""
-    return load_workload(name)
+    return load_workload(name, **dict(options))
 
 
 def simulate_one(config: Any) -> dict[str, Any]:
     """Worker body (module level so process pools and Ray can pickle it): one run's metrics."""
-    result = simulate(config, workload=_trace(config.trace), progress=False)
+    trace = _trace(config.trace, tuple(sorted(trace_options(config).items())))
+    result = simulate(config, workload=trace, progress=False)
     return derived_metrics(result.summary, result.requests)
 
 

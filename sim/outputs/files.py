@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 from schedsim.outputs.figures import RUN_PLOTS, WORKER_COLUMNS
+from schedsim.outputs.numbers import format_value
 
 # Files every `schedsim run` output directory holds (plots only without --no-plots).
 TABLE_FILES = ("requests.parquet", "steps.parquet", "timeline.parquet")
@@ -90,20 +91,14 @@ def _is_numeric(dtype: Any) -> bool:
     return bool(pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype))
 
 
-def _fmt(value: Any) -> str:
-    """A summary value for the terminal: ints with separators, floats to 4 significant digits."""
-    if isinstance(value, bool) or value is None:
-        return str(value)
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return "-" if math.isnan(value) else f"{value:,.4g}"
-    return str(value)
+def format_summary_value(value: Any) -> str:
+    """A summary value for the terminal (None stays 'None': the summary's own word for unset)."""
+    return "None" if value is None else format_value(value)
 
 
 def format_summary(summary: dict[str, Any]) -> str:
     """The summary as a two-column table, in the summary's own key order."""
-    rows = [(k, _fmt(v)) for k, v in summary.items() if not isinstance(v, (dict, list))]
+    rows = [(k, format_summary_value(v)) for k, v in summary.items() if not isinstance(v, (dict, list))]
     width = max((len(k) for k, _ in rows), default=0)
     rule = "-" * (width + 16)
     return "\n".join([rule, *(f"{k:<{width}}  {v:>14}" for k, v in rows), rule])

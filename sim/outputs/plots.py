@@ -15,6 +15,8 @@ from schedsim.outputs.figures import RUN_PLOTS
 MAX_BINS = 300  # time bins for rates over time (keeps the PNGs readable for long traces)
 MAX_POINTS = 20_000  # points per line before down-sampling
 TIMELINE_STEPS = 8  # steps shown interval by interval in the busy timeline's zoomed panel
+MIN_BAR_FRACTION = 1 / 1000  # a GPU step narrower than this share of the zoom is under a pixel
+IDLE_GAP_STEPS = 4  # a GPU idle gap longer than this many median step cycles ends the zoom
 KIND_COLORS = {
     "schedule": "tab:blue",
     "prepare_inputs": "tab:cyan",
@@ -65,7 +67,7 @@ def plot_latency_distributions(requests: pd.DataFrame, path: Path | None = None)
             for q, style in ((0.5, "--"), (0.99, ":")):
                 v = ms.quantile(q)
                 ax.axvline(v, color="k", ls=style, label=f"p{int(q * 100)} = {v:.1f} ms")
-            ax.legend()
+            distinct_legend(ax)
         else:
             ax.text(0.5, 0.5, f"no {name} values", ha="center", transform=ax.transAxes)
         ax.set(xlabel=f"{name} (ms)", ylabel="requests", title=f"{name} distribution (n={len(ms)})")
@@ -86,8 +88,8 @@ def plot_batch_and_kv(steps: pd.DataFrame, path: Path | None = None) -> Figure:
         ax2.plot(s["start"], s["num_prefill_reqs"], drawstyle="steps-post", label="prefill requests")
         ax2.plot(s["start"], s["num_waiting"], drawstyle="steps-post", label="waiting", alpha=0.6)
         ax3.plot(s["start"], s["kv_usage"] * 100, color="tab:red", drawstyle="steps-post")
-        ax1.legend(loc="upper right")
-        ax2.legend(loc="upper right")
+        distinct_legend(ax1, loc="upper right")
+        distinct_legend(ax2, loc="upper right")
     ax1.set(ylabel="tokens/s", title="Batch composition over time")
     ax2.set(ylabel="requests per step")
     ax3.set(ylabel="KV usage (%)", xlabel="simulated time (s)")
@@ -95,30 +97,91 @@ def plot_batch_and_kv(steps: pd.DataFrame, path: Path | None = None) -> Figure:
     return save_figure(fig, path)
 
 
+def distinct_legend(ax: Any, **kw: Any) -> None:
+    """A legend with each label once (the first artist drawn under it), none when nothing is labelled."""
+    handles, labels = ax.get_legend_handles_labels()
+    first: dict[str, Any] = {}
+    for handle, label in zip(handles, labels, strict=True):
+        first.setdefault(label, handle)
+    if first:
+        ax.legend(list(first.values()), list(first), **kw)
+
+
+def _time_unit(span_s: float) -> tuple[float, str]:
+    """Scale and unit for a window of `span_s` seconds: ms below one second, else s."""
+    return (1e3, "ms") if span_s < 1.0 else (1.0, "s")
+
+
 def _broken_bars(ax: Any, timeline: pd.DataFrame, t0: float, t1: float) -> None:
-    """CPU and GPU busy intervals inside [t0, t1], coloured by kind."""
+    """CPU and GPU busy intervals inside [t0, t1], coloured by kind, timed from the window start.
+
+    Each interval gets a thin white edge, so back-to-back GPU steps read as steps, not one bar;
+    a GPU row whose steps are too narrow to see at this scale says so instead.
+    """
+    scale, unit = _time_unit(t1 - t0)
+    span = max((t1 - t0) * scale, 1e-12)
     window = timeline[(timeline["end"] >= t0) & (timeline["start"] <= t1)]
     for row, resource in enumerate(("gpu", "cpu")):
         part = window[window["resource"] == resource]
-        for kind, grp in part.groupby("kind", sort=True):
-            spans = list(zip(grp["start"] * 1e3, (grp["end"] - grp["start"]) * 1e3, strict=True))
+        widths = (part["end"] - part["start"]).to_numpy(float) * scale
+        dense = resource == "gpu" and len(part) > 0 and float(np.median(widths)) < span * MIN_BAR_FRACTION
+        for kind, grp in part.groupby("kind", sort=True, observed=True):
+            spans = list(zip((grp["start"] - t0) * scale, (grp["end"] - grp["start"]) * scale, strict=True))
             ax.broken_barh(
-                spans, (row - 0.4, 0.8), color=KIND_COLORS.get(str(kind), "tab:gray"), label=str(kind)
+                spans,
+                (row - 0.4, 0.8),
+                facecolors=KIND_COLORS.get(str(kind), "tab:gray"),
+                edgecolor="none" if dense else "white",
+                linewidth=0.0 if dense else 0.8,
+                label=str(kind),
             )
-    ax.set(yticks=[0, 1], yticklabels=["GPU", "CPU"], xlim=(t0 * 1e3, t1 * 1e3), xlabel="time (ms)")
-    ax.legend(loc="upper right", ncols=3, fontsize="small")
+        if dense:
+            ax.text(
+                0.5 * span,
+                row,
+                f"{len(part)} GPU steps: too dense to draw one by one at this scale",
+                ha="center",
+                va="center",
+                fontsize="small",
+                bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "none"},
+            )
+    ax.set(
+        yticks=[0, 1],
+        yticklabels=["GPU", "CPU"],
+        xlim=(0.0, span),
+        xlabel=f"time from the window start at t = {t0:,.3f} s ({unit})",
+    )
+    ax.ticklabel_format(axis="x", style="plain", useOffset=False)
+    distinct_legend(ax, loc="upper right", ncols=3, fontsize="small")
+
+
+def zoom_steps(timeline: pd.DataFrame, n: int = TIMELINE_STEPS) -> np.ndarray:
+    """Up to `n` consecutive steps from the middle of the run (past the warm-up, where the overlap
+    is typical) that run back to back: the window never spans an idle gap, which would shrink
+    every step to a sliver."""
+    gpu = timeline[(timeline["resource"] == "gpu") & (timeline["step"] >= 0)].sort_values("start")
+    if not len(gpu):
+        return np.sort(timeline.loc[timeline["step"] >= 0, "step"].unique())[:n]
+    steps = gpu["step"].to_numpy()
+    start, end = gpu["start"].to_numpy(float), gpu["end"].to_numpy(float)
+    cycle = float(np.median(np.diff(start))) if len(start) > 1 else 0.0  # launch to launch
+    gap_ok = start[1:] - end[:-1] <= IDLE_GAP_STEPS * max(cycle, 1e-9)
+    lo = hi = len(steps) // 2  # grow [lo, hi] forward, then backward, across small gaps only
+    while hi - lo + 1 < n and hi + 1 < len(steps) and gap_ok[hi]:
+        hi += 1
+    while hi - lo + 1 < n and lo > 0 and gap_ok[lo - 1]:
+        lo -= 1
+    return np.sort(steps[lo : hi + 1])
 
 
 def plot_busy_timeline(timeline: pd.DataFrame, path: Path | None = None) -> Figure:
     """A zoom on a few steps' CPU/GPU intervals, and the busy fraction of each over the run."""
     fig = Figure(figsize=(11, 7), layout="constrained")
     ax1, ax2 = fig.subplots(2, 1)
-    first = 0
+    first = shown = 0
     if len(timeline):
-        ids = np.sort(timeline.loc[timeline["step"] >= 0, "step"].unique())
-        # Zoom on steps from the middle of the run: past the warm-up, where the overlap is typical.
-        first = int(ids[max(0, len(ids) // 2 - TIMELINE_STEPS // 2)]) if len(ids) else 0
-        window = ids[(ids >= first)][:TIMELINE_STEPS]
+        window = zoom_steps(timeline)
+        first, shown = (int(window[0]) if len(window) else 0), len(window)
         zoom = timeline[timeline["step"].isin(window)] if len(window) else timeline
         _broken_bars(ax1, timeline, float(zoom["start"].min()), float(zoom["end"].max()))
         t_end = float(timeline["end"].max())
@@ -126,8 +189,8 @@ def plot_busy_timeline(timeline: pd.DataFrame, path: Path | None = None) -> Figu
             part = timeline[timeline["resource"] == resource]
             x, busy = _busy_fraction(part, t_end)
             ax2.plot(x, busy * 100, label=resource.upper())
-        ax2.legend()
-    ax1.set_title(f"CPU/GPU busy intervals of {TIMELINE_STEPS} steps from step {first}")
+        distinct_legend(ax2)
+    ax1.set_title(f"CPU/GPU busy intervals of {shown} steps from step {first}")
     ax2.set(xlabel="simulated time (s)", ylabel="busy (%)", ylim=(0, 105), title="Busy fraction over time")
     return save_figure(fig, path)
 

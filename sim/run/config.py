@@ -6,6 +6,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from schedsim.run.fieldtypes import check_instance
+
 ENGINE_MODES = ("auto", "sync", "async")
 SPEC_METHODS = ("draft_model", "ngram")
 
@@ -49,6 +51,12 @@ class RunConfig:
         "azure-conv-2023",
         "workload: a shipped trace name, a trace file path or a "
         "generator spec understood by schedsim.traces.load_workload",
+    )
+    trace_sort: bool = _f(
+        False, "sort the trace's rows by arrival time instead of failing on decreasing timestamps"
+    )
+    trace_skip_bad: bool = _f(
+        False, "skip malformed trace rows (a warning gives their count and first line numbers)"
     )
     rate: float | None = _f(None, "rescale arrivals to this many requests per second (None: as traced)")
     max_requests: int | None = _f(None, "replay only the first N requests (None: all)")
@@ -131,6 +139,7 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         """Reject impossible values, naming the field."""
+        check_instance(self)  # types first: the range checks below compare numbers
         self._check_positive()
         self._check_ranges()
         if self.engine not in ENGINE_MODES:

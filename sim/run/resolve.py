@@ -8,10 +8,18 @@ from typing import Any
 
 from schedsim.latency import make_cpu_cost_model, make_latency_model
 from schedsim.latency.memory import kv_pool_blocks
-from schedsim.latency.specs import get_model_spec
+from schedsim.latency.specs import ModelSpec, get_model_spec
 from schedsim.policies import get_policy_info, load_plugins, make_policy
+from schedsim.policies.trtllm import TrtllmConfig
+from schedsim.policies.vllm import VllmConfig
 from schedsim.run.config import RunConfig
+from schedsim.run.fieldtypes import check_fields, field_error
 from schedsim.run.toml_config import ConfigError
+
+# Engines whose KV block size must be a power of two: vLLM's --block-size choices (1, 8, ..., 256)
+# and TensorRT-LLM's tokens_per_block (its build asserts it). Small powers (2, 4) stay allowed
+# for small hand-made scenarios.
+POWER_OF_TWO_BLOCKS: dict[type, str] = {VllmConfig: "vLLM", TrtllmConfig: "TensorRT-LLM"}
 
 # RunConfig fields forwarded to the policy's SchedulerConfig when the policy has them.
 POLICY_FIELDS = (
@@ -100,6 +108,8 @@ def policy_options(cfg: RunConfig, num_gpu_blocks: int, max_model_len: int) -> d
             f"RunConfig.policy_options: policy {cfg.policy!r} has no option(s) {unknown}; "
             f"known: {sorted(known)}"
         )
+    check_fields(info.config_cls, cfg.policy_options, prefix="policy_options.")
+    check_block_size(info.config_cls, cfg.block_size)
     info.config_cls(**opts)  # the policy's own validation, naming its field
     return opts
 
@@ -116,9 +126,23 @@ def _pool_hint(cfg: RunConfig, blocks: int, max_model_len: int) -> str:
     )
 
 
+def check_block_size(config_cls: type, block_size: int) -> None:
+    """An engine whose kernels need a power-of-two block size refuses any other."""
+    engine = next((name for cls, name in POWER_OF_TWO_BLOCKS.items() if issubclass(config_cls, cls)), None)
+    if engine is not None and block_size & (block_size - 1):
+        raise field_error("block_size", f"{engine} needs a power of two (8, 16, 32, ...)", block_size)
+
+
+def check_tp(spec: ModelSpec, tp: int) -> None:
+    """Tensor parallelism splits the attention heads evenly over the ranks (vLLM's check)."""
+    if spec.num_attention_heads % tp:
+        raise field_error("tp", f"must divide {spec.name}'s {spec.num_attention_heads} attention heads", tp)
+
+
 def resolve_run(cfg: RunConfig) -> ResolvedRun:
     """Fill in the KV pool, max_model_len, latency and CPU models for a config."""
     spec = get_model_spec(cfg.model)
+    check_tp(spec, cfg.tp)
     max_model_len = cfg.max_model_len or spec.max_position_embeddings
     blocks = cfg.num_gpu_blocks
     if blocks is None:
@@ -130,10 +154,12 @@ def resolve_run(cfg: RunConfig) -> ResolvedRun:
     return ResolvedRun(cfg, opts, blocks, max_model_len, make_latency(cfg), make_cpu_model(cfg))
 
 
-def check_config(config: RunConfig, label: str = "config") -> None:
-    """Resolve specs and build the policy up front, so a bad name fails before any simulation."""
+def check_config(config: RunConfig, label: str = "") -> None:
+    """Resolve specs and build the policy up front, so a bad name fails before any simulation;
+    `label` names the run among several (a compare variant, a sweep point)."""
     try:
         resolved = resolve_run(config)
         make_policy(config.policy, **resolved.policy_options)
-    except (ValueError, KeyError) as exc:
-        raise ConfigError(f"{label}: {exc.args[0] if exc.args else exc}") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        text = exc.args[0] if exc.args else exc
+        raise ConfigError(f"{label}: {text}" if label else str(text)) from None

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 from schedsim.metrics.workload import WorkloadColumns
 from schedsim.policies import Request
 from schedsim.run.config import RunConfig
+from schedsim.run.fieldtypes import field_error
 from schedsim.traces import block_hashes_at, load_workload, scale_rate
 from schedsim.worlds.oracle import request_key, uniform
 
 REQUIRED = ("request_id", "arrival_time", "prompt_tokens", "output_tokens")
+# Simulated times are float64 seconds: past 2**53 microseconds (~285 years) a step's duration
+# no longer survives being added to the clock, so timings and plots would be noise.
+MAX_ARRIVAL_S = 2.0**53 * 1e-6
 
 
 @dataclass
@@ -73,9 +78,20 @@ class PreparedWorkload:
         )
 
 
+def trace_options(cfg: RunConfig) -> dict[str, Any]:
+    """The loader options the config asks for (only those set: a generator spec takes none)."""
+    opts = {"sort": cfg.trace_sort, "skip_bad": cfg.trace_skip_bad}
+    return {k: v for k, v in opts.items() if v}
+
+
+def load_trace(cfg: RunConfig) -> pd.DataFrame:
+    """The configured trace, read with the config's loader options, whole."""
+    return load_workload(cfg.trace, **trace_options(cfg))
+
+
 def load(cfg: RunConfig) -> pd.DataFrame:
     """The configured trace, truncated and rescaled as asked."""
-    return select(load_workload(cfg.trace), cfg)
+    return select(load_trace(cfg), cfg)
 
 
 def select(df: pd.DataFrame, cfg: RunConfig) -> pd.DataFrame:
@@ -116,13 +132,22 @@ def _max_tokens(df: pd.DataFrame, cfg: RunConfig, room: np.ndarray, outputs: np.
     return np.maximum(1, fallback).astype(np.int64)
 
 
-def _check_rows(ids: list[str], prompts: np.ndarray) -> None:
+def _check_rows(ids: list[str], prompts: np.ndarray, arrivals: np.ndarray) -> None:
     """Reject impossible rows up front, naming the first bad request (Requests are built later)."""
     bad = np.flatnonzero(prompts < 1)
     if len(bad):
         raise ValueError(
             f"request {ids[bad[0]]}: prompt_len must be >= 1 (workload row {bad[0]}, "
             f"column prompt_tokens = {prompts[bad[0]]})"
+        )
+    late = np.flatnonzero(~(np.abs(arrivals) <= MAX_ARRIVAL_S))
+    if len(late):
+        i = int(late[0])
+        raise field_error(
+            "arrival_time",
+            f"request {ids[i]} arrives beyond the {MAX_ARRIVAL_S:.3g} s that simulated time resolves "
+            "to a microsecond (a trace in ns or ms read as seconds? a --rate far too low?)",
+            float(arrivals[i]),
         )
 
 
@@ -137,7 +162,7 @@ def prepare(df: pd.DataFrame, cfg: RunConfig, max_model_len: int) -> PreparedWor
     arrivals = df["arrival_time"].to_numpy(dtype=float)
     prompts = df["prompt_tokens"].to_numpy(dtype=np.int64)
     outputs = df["output_tokens"].to_numpy(dtype=np.int64)
-    _check_rows(ids, prompts)
+    _check_rows(ids, prompts, arrivals)
     room = max_model_len - prompts
     prio = np.array(_column(df, "priority", 0), dtype=np.int64)
     cols = WorkloadColumns(ids, arrivals, prompts, _max_tokens(df, cfg, room, outputs), prio)
@@ -162,9 +187,10 @@ def _structured(df: pd.DataFrame, cfg: RunConfig, ids: list[str]) -> np.ndarray:
 def _fault_plan(out: PreparedWorkload, cfg: RunConfig, ids: list[str], arrivals: list[float]) -> None:
     """Explicit and seeded aborts and KV-load failures; unknown ids are errors."""
     known = set(ids)
-    for rid in list(cfg.abort_times) + list(cfg.kv_load_failures):
-        if rid not in known:
-            raise ValueError(f"RunConfig fault plan names request {rid!r}, which is not in the workload")
+    for name, named in (("abort_times", cfg.abort_times), ("kv_load_failures", cfg.kv_load_failures)):
+        for rid in named:
+            if rid not in known:
+                raise field_error(name, "no request with this id in the workload", rid)
     out.aborts = [(float(t), rid) for rid, t in cfg.abort_times.items()]
     out.kv_load_failures = set(cfg.kv_load_failures)
     for i, rid in enumerate(ids):

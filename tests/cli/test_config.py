@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
-from schedsim.cli.args import parse_key_value, parse_scalar, resolve_run_config
+from schedsim.cli.args import RUN_FLAG_NAMES, parse_key_value, parse_scalar, resolve_run_config
 from schedsim.cli.main import build_parser, main
 from schedsim.run.config import RunConfig
 
@@ -22,7 +22,7 @@ def test_help_documents_every_runconfig_field(capsys: pytest.CaptureFixture[str]
         main(["run", "--help"])
     text = " ".join(capsys.readouterr().out.split())
     for f in dataclasses.fields(RunConfig):
-        renamed = {"policy_options": "--policy-option", "plugins": "--plugin"}
+        renamed = {"policy_options": "--policy-option", **RUN_FLAG_NAMES}
         flag = renamed.get(f.name, "--" + f.name.replace("_", "-"))
         assert flag in text, flag
         first_words = " ".join(f.metadata["help"].split()[:3])

@@ -1,0 +1,43 @@
+"""Requests a run refused before they reached the policy: how many, and why, for the warning a
+run that drops part of its workload must give (a rate measured over half the requests is not the
+answer to the question asked)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from schedsim.latency.specs import get_model_spec
+from schedsim.run.config import RunConfig
+
+
+@dataclass(frozen=True)
+class Rejections:
+    """`count` of `total` requests rejected because their prompt leaves no room for an output
+    token under `max_model_len` (vLLM refuses such prompts when they arrive)."""
+
+    count: int
+    total: int
+    max_model_len: int | None = None
+
+    def message(self) -> str:
+        """One line: the count, the reason and the remedy."""
+        limit = "max_model_len" if self.max_model_len is None else f"max_model_len={self.max_model_len:,}"
+        return (
+            f"{self.count:,} of {self.total:,} requests rejected: their prompt leaves no room for an "
+            f"output token under {limit} (raise --max-model-len, or use a model with a longer context)"
+        )
+
+
+def max_model_len_of(config: RunConfig) -> int:
+    """The max_model_len a simulated run resolves to: the config's, else the model's context."""
+    return config.max_model_len or get_model_spec(config.model).max_position_embeddings
+
+
+def rejections(summary: Mapping[str, Any], max_model_len: int | None = None) -> Rejections | None:
+    """The run's rejections from its summary (None when it rejected nothing)."""
+    count = int(summary.get("num_rejected") or 0)
+    if not count:
+        return None
+    return Rejections(count, int(summary.get("num_requests") or count), max_model_len)
