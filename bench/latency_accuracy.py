@@ -2,8 +2,10 @@
 
 1. step latency against six public measurement sources (data/measurements): the GPU models alone
    with the CPU-cost defaults (no overhead terms), and the overhead-term model fitted in-sample,
-   leave-one-source-out, and calibrated on half of each deployment's measurements;
-2. the fitted overhead terms and their priors;
+   leave-one-source-out, and calibrated on half of each deployment's measurements; argonne by
+   engine, GPU and batch;
+2. the fitted overhead terms and their priors; splitwise's prompt phases by total tokens against
+   the in-sample fit and the modelled all-reduces;
 3. the GPU models' own accuracy on the shipped operator profiles: table-model interpolation,
    fitted roofline leave-one-model-out, fitted whole-step model.
 Run: python bench/latency_accuracy.py   (3-5 minutes on 2 cores)
@@ -94,6 +96,8 @@ def sources_section() -> None:
         print(markdown(by_tp_phase(p, col)))
     print("\n## Leave one source out, by source, GPU, TP and phase\n")
     print(markdown(summarize(p.assign(err=p.pred_loso_ms / p.value - 1), ["source", "gpu", "tp", "phase"])))
+    print("\n## Leave one source out and half-calibrated: argonne by engine, GPU and batch\n")
+    print(markdown(argonne_by_batch(p)))
     print("\n## Fitted overhead terms (in-sample fit = data/overhead_fit.json) and priors\n")
     rows = [
         {
@@ -106,6 +110,54 @@ def sources_section() -> None:
         for i, (prm, v) in enumerate(zip(res["params"], res["theta"], strict=True))
     ]
     print(markdown(pd.DataFrame(rows)))
+    print("\n## Splitwise prompt phases: measured against the in-sample fit, with the modelled all-reduces\n")
+    print(markdown(splitwise_prompts(p)))
+
+
+def argonne_by_batch(points: pd.DataFrame) -> pd.DataFrame:
+    """Argonne's left-out error by engine, GPU and batch, with the half-calibrated signed error:
+    whether a trend with the batch is the model's form or the engine version's host terms."""
+    a, keys = points[points.source == "argonne"], ["engine_profile", "gpu", "batch"]
+    out = summarize(a.assign(err=a.pred_loso_ms / a.value - 1), keys)
+    half = summarize(a.assign(err=a.pred_half_ms / a.value - 1), keys).set_index(keys)
+    out["half_calibrated_signed"] = half.reindex(pd.MultiIndex.from_frame(out[keys]))[
+        "median_signed"
+    ].to_numpy()
+    return out.drop(columns="p90_abs")
+
+
+SPLITWISE_PROMPTS = ((1, 128), (1, 512), (1, 2048), (4, 512), (1, 4096), (8, 512), (1, 8192), (16, 512))
+
+
+def splitwise_prompts(points: pd.DataFrame) -> pd.DataFrame:
+    """Splitwise's prompt phases at TP 2/4/8 by total tokens: measured and in-sample times, the
+    modelled all-reduces of the step (fixed latency plus the bandwidth of Vidur's measured NCCL
+    profile) and the measured decode step of the same deployment (batch 1, 512-token prompt)."""
+    s = points[points.source == "splitwise"]
+    rows = []
+    for (gpu, tp), g in s.groupby(["gpu", "tp"], sort=True):
+        lm = make_latency_model("llama-2-70b", gpu, int(tp), engine="vllm-v0-eager")
+        tpot = g[(g.metric == "tpot") & (g.batch == 1) & (g.input_len == 512) & (g.output_len == 128)]
+        for b, i in SPLITWISE_PROMPTS:
+            hit = g[(g.metric == "ttft") & (g.batch == b) & (g.input_len == i)]
+            if hit.empty:
+                continue
+            measured, predicted = float(hit.value.median()), float(hit.pred_in_ms.median())
+            rows.append(
+                {
+                    "gpu": gpu,
+                    "tp": int(tp),
+                    "prompts": f"{b}x{i}",
+                    "tokens": b * i,
+                    "measured_ms": measured,
+                    "in_sample_ms": predicted,
+                    "in_sample_signed": predicted / measured - 1,
+                    "all_reduce_ms": lm.breakdown(StepShape(prefills=[(i, 0)] * b))["all_reduce"] * 1e3,
+                    "measured_us_per_token": measured / (b * i) * 1e3,
+                    "decode_step_ms": float(tpot.value.median()) if len(tpot) else float("nan"),
+                }
+            )
+    return pd.DataFrame(rows)
 
 
 def fitted_step_check(seed: int = 0) -> pd.DataFrame:
