@@ -24,6 +24,7 @@ from .interface import (
     FastForwardHooks,
     HasRunCounters,
     Policy,
+    RequestRejected,
     SupportsFastForward,
     SupportsGrammarBitmask,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "PolicyInfo",
     "Request",
     "RequestOutput",
+    "RequestRejected",
     "RequestStatus",
     "SchedulerConfig",
     "SupportsFastForward",

@@ -16,6 +16,12 @@ from .plan import GrammarOutput, RequestOutput, StepPlan, StepResult
 from .request import Request
 
 
+class RequestRejected(ValueError):
+    """A request the policy refuses when it arrives because it could never run (its KV blocks
+    exceed the whole pool): the engine records it as rejected, as an engine's frontend refuses a
+    request, and the run goes on."""
+
+
 @runtime_checkable
 class Policy(Protocol):
     """A scheduler: decides each step's plan and folds the step's result back into its requests."""
@@ -25,7 +31,7 @@ class Policy(Protocol):
     max_concurrent_batches: int
 
     def add_request(self, request: Request) -> None:
-        """Queue a newly arrived request."""
+        """Queue a newly arrived request; raise RequestRejected for one that could never run."""
 
     def abort_requests(self, request_ids: Iterable[str]) -> list[Request]:
         """Finish the given live requests as aborted; unknown or finished ids are ignored."""

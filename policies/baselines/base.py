@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 
 from ..config import SchedulerConfig
+from ..interface import RequestRejected
 from ..kv_cache import KVCacheManager, cdiv
 from ..plan import RequestOutput, StepPlan, StepResult
 from ..request import Request, RequestStatus
@@ -83,12 +84,16 @@ class BasePolicy:
         )
         need = cdiv(longest, self.config.block_size)
         if need > self.kv.pool.num_usable_blocks:
-            raise ValueError(
+            raise RequestRejected(
                 f"request {rid}: prompt_len {request.prompt_len} with max_tokens "
                 f"{request.max_tokens} needs {need} KV blocks, the pool has "
                 f"{self.kv.pool.num_usable_blocks} (num_gpu_blocks)"
             )
-        self.requests[rid] = request
+        self._queue(request)
+
+    def _queue(self, request: Request) -> None:
+        """Register a request and put it at the back of the waiting queue."""
+        self.requests[request.request_id] = request
         self.waiting.append(request)
 
     def abort_requests(self, request_ids: Iterable[str]) -> list[Request]:

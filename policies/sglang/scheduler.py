@@ -79,13 +79,14 @@ class SGLangOverlapPolicy(BasePolicy):
         """Queue with max_new_tokens clipped as `init_req_max_new_tokens` does (to the context and
         to an empty pool); a prompt of `max_req_input_len` tokens or more is aborted (SGLang's
         `validate_input_length`), reported by the next update."""
-        super().add_request(request)
         cfg = self.config
         if request.prompt_len >= self.max_req_input_len:
+            self._queue(request)  # SGLang aborts it before any check of its own can refuse it
             self.waiting.pop()
             self._finish(request, RequestStatus.FINISHED_ABORTED)
             self.intake_aborts.append(RequestOutput(request.request_id, [], RequestStatus.FINISHED_ABORTED))
             return
+        super().add_request(request)
         capacity = self.kv.pool.num_usable_blocks * cfg.block_size
         paged = -(-request.prompt_len // cfg.page_size) * cfg.page_size
         # 0 is possible (a prompt filling the empty pool): the prefill's token still finishes it

@@ -35,6 +35,7 @@ from schedsim.policies import (
     Policy,
     Request,
     RequestOutput,
+    RequestRejected,
     RequestStatus,
     StepPlan,
     StepResult,
@@ -58,6 +59,8 @@ class EngineObserver(Protocol):
 
     def on_abort(self, requests: list[Request]) -> None: ...
 
+    def on_reject(self, request: Request, reason: str) -> None: ...
+
 
 class NullObserver:
     """Records nothing."""
@@ -72,6 +75,9 @@ class NullObserver:
         pass
 
     def on_abort(self, requests: list[Request]) -> None:
+        pass
+
+    def on_reject(self, request: Request, reason: str) -> None:
         pass
 
 
@@ -132,8 +138,12 @@ class Engine:
         """Add new requests (or hold them), then apply aborts."""
         if add:
             for req in self.held + inputs.requests:
+                try:
+                    self.policy.add_request(req)
+                except RequestRejected as exc:  # it could never run: refused, the run goes on
+                    self.observer.on_reject(req, str(exc))
+                    continue
                 self.requests[req.request_id] = req
-                self.policy.add_request(req)
                 self.observer.on_add(req)
             self.held.clear()
         else:

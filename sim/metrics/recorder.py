@@ -131,6 +131,7 @@ class MetricsRecorder:
         self.req = RequestBuffers(len(self.columns))
         self.itl_gaps = RunLengths()  # every inter-token gap, run-length encoded
         self.num_done = 0  # requests finished or aborted so far (progress bar)
+        self.rejections: list[str] = []  # why the policy refused each request it refused on arrival
         self.record_itl = record_itl
         self.itl_rows: tuple[Column, Column, Column] = (Column("i"), Column("i"), Column("d"))
         # compact typed columns: a whole-trace run has hundreds of thousands of steps
@@ -289,6 +290,11 @@ class MetricsRecorder:
             st = self.stats.get(req.request_id)
             if st is not None:  # else: finished (and dropped) before
                 self._finish(st.row, req.request_id, "abort", now)
+
+    def on_reject(self, request: Request, reason: str) -> None:
+        self.req.finish_reason[self.stats[request.request_id].row] = "rejected"
+        self.rejections.append(reason)
+        self.num_done += 1
 
     # ---- helpers ----
     def _finish(self, i: int, rid: str, reason: str, now: float) -> None:

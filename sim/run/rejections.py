@@ -14,20 +14,30 @@ from schedsim.run.config import RunConfig
 
 @dataclass(frozen=True)
 class Rejections:
-    """`count` of `total` requests rejected because their prompt leaves no room for an output
-    token under `max_model_len` (vLLM refuses such prompts when they arrive)."""
+    """`count` of `total` requests rejected: `kv_pool` of them by the policy on arrival because
+    their KV blocks exceed the whole pool, the rest because their prompt leaves no room for an
+    output token under `max_model_len` (vLLM refuses such prompts when they arrive)."""
 
     count: int
     total: int
     max_model_len: int | None = None
+    kv_pool: int = 0
 
     def message(self) -> str:
-        """One line: the count, the reason and the remedy."""
-        limit = "max_model_len" if self.max_model_len is None else f"max_model_len={self.max_model_len:,}"
-        return (
-            f"{self.count:,} of {self.total:,} requests rejected: their prompt leaves no room for an "
-            f"output token under {limit} (raise --max-model-len, or use a model with a longer context)"
-        )
+        """One line: the count, the reasons and the remedies."""
+        reasons = []
+        too_long = self.count - self.kv_pool
+        if too_long:
+            limit = "max_model_len" if self.max_model_len is None else f"max_model_len={self.max_model_len:,}"
+            reasons.append(
+                f"{too_long:,} leave no room for an output token under {limit} "
+                "(raise --max-model-len, or use a model with a longer context)"
+            )
+        if self.kv_pool:
+            reasons.append(
+                f"{self.kv_pool:,} need more KV blocks than the whole pool holds (raise --num-gpu-blocks)"
+            )
+        return f"{self.count:,} of {self.total:,} requests rejected: " + "; ".join(reasons)
 
 
 def max_model_len_of(config: RunConfig) -> int:
@@ -40,4 +50,5 @@ def rejections(summary: Mapping[str, Any], max_model_len: int | None = None) -> 
     count = int(summary.get("num_rejected") or 0)
     if not count:
         return None
-    return Rejections(count, int(summary.get("num_requests") or count), max_model_len)
+    total = int(summary.get("num_requests") or count)
+    return Rejections(count, total, max_model_len, int(summary.get("num_rejected_kv") or 0))

@@ -167,6 +167,7 @@ def build_result(
     summary = summarize(requests, steps, timeline, m.itl_gaps.arrays(), slo, wall)
     summary["engine"] = "sync" if run.depth == 1 else f"batch_queue(depth={run.depth})"
     summary["num_prefix_skips"] = 0
+    summary["num_rejected_kv"] = len(m.rejections)  # of num_rejected: refused by the policy on arrival
     if isinstance(run.policy, HasRunCounters):
         summary.update(run.policy.run_counters())
     if isinstance(run, SimRun):

@@ -71,3 +71,49 @@ def test_red_on_a_terminal_unless_no_color(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setenv("NO_COLOR", "1")
     report_rejections(found, strict=False)
     assert plain.getvalue().startswith("schedsim: warning: 3 of 10")
+
+
+@pytest.mark.parametrize("policy", ["sarathi", "orca", "static"])
+def test_requests_larger_than_the_kv_pool_are_rejected_not_fatal(
+    policy: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "o"
+    pool = ["--num-gpu-blocks", "40", "--block-size", "16", "--max-model-len", "4096"]
+    assert (
+        main(
+            [
+                "run",
+                "--policy",
+                policy,
+                "--max-requests",
+                "20",
+                *pool,
+                "--no-progress",
+                "--no-plots",
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    summary = json.loads((out / "summary.json").read_text())
+    err = capsys.readouterr().err
+    assert summary["num_rejected_kv"] > 0
+    assert summary["num_finished"] + summary["num_rejected"] + summary["num_aborted"] == 20
+    kv = summary["num_rejected_kv"]
+    assert f"{kv} need more KV blocks than the whole pool holds" in err and "--num-gpu-blocks" in err
+
+
+def test_the_message_names_both_reasons() -> None:
+    text = Rejections(5, 10, 512, kv_pool=2).message()
+    assert text.startswith("5 of 10 requests rejected: 3 leave no room") and "2 need more KV blocks" in text
+
+
+def test_sglang_aborts_prompts_longer_than_its_pool_as_sglang_does(tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    pool = ["--num-gpu-blocks", "40", "--block-size", "16", "--max-model-len", "4096"]
+    argv = ["run", "--policy", "sglang-overlap", "--max-requests", "20", *pool, "--no-progress", "--no-plots"]
+    assert main([*argv, "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["num_aborted"] > 0 and summary["num_rejected"] == 0  # validate_input_length
+    assert summary["num_finished"] + summary["num_aborted"] == 20
