@@ -8,8 +8,11 @@ import sys
 from collections.abc import Sequence
 
 from schedsim.cli import compare, conformance, latency, listings, run, sweep, trace, validate
+from schedsim.outputs.folder import OutputFolderError
 from schedsim.run.toml_config import ConfigError
 from schedsim.traces import TraceError
+
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,9 +43,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     try:
         return int(args.func(args) or 0)
-    except (ConfigError, TraceError) as exc:  # user input: one clear line, no traceback
+    except (ConfigError, TraceError, OutputFolderError) as exc:  # user input: one line, no traceback
         print(f"schedsim {args.command}: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:  # Ctrl-C: say what was kept, as a shell reports SIGINT
+        fresh_line = "\n" if sys.stderr.isatty() else ""  # after a progress bar
+        print(
+            f"{fresh_line}schedsim {args.command}: {str(exc) or 'interrupted; nothing written'}", file=sys.stderr
+        )
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

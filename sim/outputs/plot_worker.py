@@ -15,6 +15,7 @@ import atexit
 import io
 import multiprocessing
 import os
+import signal
 import sys
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
@@ -24,7 +25,9 @@ from schedsim.outputs.figures import WORKER_COLUMNS
 
 
 def _warm() -> None:
-    """The worker's start: the plotting imports and one small figure, off the parent's core."""
+    """The worker's start: the plotting imports and one small figure, off the parent's core.
+    Ctrl-C is the parent's to handle (it closes the worker); the worker ignores it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     from matplotlib.figure import Figure  # the worker exists to import matplotlib off this core
     from schedsim.outputs import plots  # noqa: F401 (the import is the point)
 
