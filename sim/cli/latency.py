@@ -60,7 +60,7 @@ def add_parsers(subparsers: Any) -> None:
         "and fit the roofline (--profile), fit the whole-step model to "
         "measured step times (--steps), fit one deployment's overhead terms "
         "to its measured step times or request latencies (--measurements), "
-        "or time our own policies' CPU phases (--cpu).",
+        "or time schedsim's own policy code, which is not an engine's CPU cost (--cpu).",
     )
     src = c.add_mutually_exclusive_group(required=True)
     src.add_argument("--profile", help="folder of Vidur-format profiles (compute/, network/)")
@@ -75,7 +75,12 @@ def add_parsers(subparsers: Any) -> None:
         "batches (batch_size, input_len, output_len -> latency_ms/ttft_ms/tpot_ms), or "
         "a vLLM benchmark_latency / benchmark_serving (max-concurrency 1) JSON",
     )
-    src.add_argument("--cpu", action="store_true", help="time this machine's policy CPU phases")
+    src.add_argument(
+        "--cpu",
+        action="store_true",
+        help="time schedsim's own policy code (schedule, update_from_output) on this machine: the "
+        "simulator's CPU work, not an engine's host overhead (for that: --measurements)",
+    )
     c.add_argument("--out", required=True, help="calibration JSON to write")
     c.add_argument("--model", default=None, help="(--steps, --measurements) model measured")
     c.add_argument("--gpu", default=None, help="(--steps, --measurements) GPU measured")
