@@ -158,16 +158,22 @@ def test_ctrl_c_stops_a_sweep_on_a_process_pool_promptly(tmp_path: Path) -> None
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,  # its own process group, as a terminal's foreground job
     )
-    lock = tmp_path / ".sweep.lock"
-    deadline = time.monotonic() + 120
-    while not lock.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(3.0)  # the pool's workers are simulating
-    proc.send_signal(signal.SIGINT)
-    start = time.monotonic()
-    _, err = proc.communicate(timeout=60)
-    assert time.monotonic() - start < 10
+    try:
+        lock = tmp_path / ".sweep.lock"
+        deadline = time.monotonic() + 120
+        while not lock.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(3.0)  # the pool's workers are simulating
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the parent and its pool's workers
+        start = time.monotonic()
+        _, err = proc.communicate(timeout=10)
+        assert time.monotonic() - start < 10
+    finally:
+        if proc.poll() is None:  # a sweep that did not stop: end it and its workers
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
     assert proc.returncode == 130
     assert err.strip() == f"schedsim sweep: partial sweep: 0/4 points saved in {out}/, rerun to resume"
     assert "Traceback" not in err
