@@ -39,6 +39,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             else:
                 result = simulate(config, progress=not args.no_progress)
             write_run(result, tmp, plots=not args.no_plots, worker=worker)
+        except BaseException:  # Ctrl-C or an error: stop the plot worker now, not after its figures
+            if worker is not None:
+                worker.abandon()
+            raise
         finally:
             if worker is not None:
                 worker.close()

@@ -15,7 +15,6 @@ import importlib.util
 import itertools
 import json
 import multiprocessing
-import signal
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -26,6 +25,7 @@ from schedsim import __version__
 from schedsim.experiments.compare import derived_metrics
 from schedsim.experiments.sweep_ray import execute_ray
 from schedsim.outputs.folder import write_atomic
+from schedsim.run.signals import sigint_ignored
 from schedsim.run.simulate import simulate
 from schedsim.run.toml_config import ConfigError, coerce, merge, to_jsonable
 from schedsim.traces import SHIPPED, load_workload, shipped_path
@@ -228,11 +228,6 @@ def _stderr(message: str) -> None:
     tqdm.write(f"schedsim sweep: {message}", file=sys.stderr)
 
 
-def _ignore_sigint() -> None:
-    """Pool workers leave Ctrl-C to the parent, which stops them."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 def _simulate_indexed(item: tuple[int, Any]) -> tuple[int, dict[str, Any]]:
     """Pool body: (index, metrics) so results can arrive in any order."""
     index, config = item
@@ -250,7 +245,8 @@ def _execute(
         for run in pending:
             yield run, simulate_one(run.config)
     else:
-        pool = multiprocessing.get_context().Pool(min(workers, len(pending)), initializer=_ignore_sigint)
+        with sigint_ignored():  # the workers start with Ctrl-C ignored: it is the parent's to handle
+            pool = multiprocessing.get_context().Pool(min(workers, len(pending)))
         try:
             for index, metrics in pool.imap_unordered(
                 _simulate_indexed, enumerate(r.config for r in pending)

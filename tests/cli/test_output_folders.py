@@ -149,31 +149,54 @@ def test_ctrl_c_in_a_sweep_keeps_the_finished_points_and_resumes(
     assert (out / MARKER).is_file()
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="signals to a child process, Linux only")
-def test_ctrl_c_stops_a_sweep_on_a_process_pool_promptly(tmp_path: Path) -> None:
-    out = tmp_path / "sweep"
-    argv = ["sweep", "--grid", "rate=1,2,3,4", "--max-requests", "100000", "--workers", "2"]
+def _ctrl_c(argv: list[str], lock: Path, wait_s: float) -> tuple[int, str, float]:
+    """Run `schedsim ARGV` in its own process group, press Ctrl-C (SIGINT to the group) `wait_s`
+    after it took its folder's lock; (exit status, stderr, seconds from Ctrl-C to exit)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "schedsim.cli.main", *argv, "--out", str(out), "--no-progress"],
+        [sys.executable, "-m", "schedsim.cli.main", *argv, "--no-progress"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group, as a terminal's foreground job
     )
     try:
-        lock = tmp_path / ".sweep.lock"
         deadline = time.monotonic() + 120
         while not lock.exists() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.1)
-        time.sleep(3.0)  # the pool's workers are simulating
-        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the parent and its pool's workers
+        time.sleep(wait_s)
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the command and its helper processes
         start = time.monotonic()
         _, err = proc.communicate(timeout=10)
-        assert time.monotonic() - start < 10
+        return proc.returncode, err, time.monotonic() - start
     finally:
-        if proc.poll() is None:  # a sweep that did not stop: end it and its workers
+        if proc.poll() is None:  # a command that did not stop: end it and its helpers
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
-    assert proc.returncode == 130
-    assert err.strip() == f"schedsim sweep: partial sweep: 0/4 points saved in {out}/, rerun to resume"
-    assert "Traceback" not in err
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="signals to a process group, Linux only")
+def test_ctrl_c_stops_a_run_and_its_plot_worker_promptly(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    argv = ["run", "--max-requests", "100000", "--out", str(out)]
+    rc, err, took = _ctrl_c(argv, tmp_path / ".out.lock", 2.0)
+    assert (rc, err) == (130, "schedsim run: interrupted; nothing written\n") and took < 10
+    assert list(tmp_path.iterdir()) == []  # no folder, no temporary, no lock
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="signals to a process group, Linux only")
+def test_ctrl_c_stops_a_sweep_on_a_process_pool_promptly(tmp_path: Path) -> None:
+    out = tmp_path / "sweep"
+    argv = [
+        "sweep",
+        "--grid",
+        "rate=1,2,3,4",
+        "--max-requests",
+        "100000",
+        "--workers",
+        "2",
+        "--out",
+        str(out),
+    ]
+    rc, err, took = _ctrl_c(argv, tmp_path / ".sweep.lock", 3.0)  # the pool's workers are simulating
+    assert rc == 130 and took < 10
+    assert err == f"schedsim sweep: partial sweep: 0/4 points saved in {out}/, rerun to resume\n"
