@@ -49,7 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as exc:  # Ctrl-C: say what was kept, as a shell reports SIGINT
         fresh_line = "\n" if sys.stderr.isatty() else ""  # after a progress bar
         print(
-            f"{fresh_line}schedsim {args.command}: {str(exc) or 'interrupted; nothing written'}", file=sys.stderr
+            f"{fresh_line}schedsim {args.command}: {str(exc) or 'interrupted; nothing written'}",
+            file=sys.stderr,
         )
         return EXIT_INTERRUPTED
 
