@@ -115,6 +115,12 @@ def claim(requested: Path, fresh: bool = False) -> tuple[Path, FolderLock]:
 
     `fresh=True` (a default folder name) takes the first free name of `out`, `out-2`, `out-3`...
     """
+    here = Path.cwd().resolve()
+    if requested.resolve() in (here, *here.parents):
+        raise OutputFolderError(
+            f"{requested} is the current folder or one above it, which a run would replace; "
+            "choose a folder of its own for --out"
+        )
     try:
         requested.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

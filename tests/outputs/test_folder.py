@@ -85,6 +85,17 @@ def test_a_folder_of_other_files_is_not_replaced(tmp_path: Path) -> None:
     assert (out / "notes.txt").read_text() == "keep me"
 
 
+def test_the_current_folder_or_one_above_is_never_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "work").mkdir()
+    monkeypatch.chdir(tmp_path / "work")
+    for out in (".", "..", str(tmp_path / "work")):
+        with pytest.raises(OutputFolderError, match="the current folder or one above it"):
+            OutputFolder(out).__enter__()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["work"]
+
+
 def test_a_full_disk_is_found_before_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def full(fd: int) -> None:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
