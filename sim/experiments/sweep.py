@@ -8,6 +8,7 @@ the point otherwise. A record that cannot be read is named and rerun.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -190,6 +191,8 @@ def read_record(path: Path) -> dict[str, Any]:
         rec = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise ValueError(f"{path}: damaged record ({exc})") from None
+    if isinstance(rec, dict) and "key" not in rec and "run_id" in rec:
+        raise ValueError(f"{path}: a record without a resume key (an older schedsim's)")
     if not isinstance(rec, dict) or any(f not in rec for f in RECORD_FIELDS):
         raise ValueError(f"{path}: damaged record (needs {', '.join(RECORD_FIELDS)})")
     if rec["run_id"] != path.stem or _hash(rec["key"]) != rec["run_id"]:
@@ -284,12 +287,13 @@ def run_sweep(
     saved = len(runs) - len(pending)
     key_of = {r.run_id: k for r, k in pending}
     try:
-        for run, metrics in _execute([r for r, _ in pending], engine, workers):
-            _record(out, run, key_of[run.run_id], metrics)
-            if run.run_id in by_config:  # the record it replaces: other inputs, never read again
-                (out / "runs" / f"{by_config[run.run_id]['run_id']}.json").unlink(missing_ok=True)
-            saved += 1
-            bar.update(1)
+        with contextlib.closing(_execute([r for r, _ in pending], engine, workers)) as finished:
+            for run, metrics in finished:  # closing: the pool stops whatever ends the loop
+                _record(out, run, key_of[run.run_id], metrics)
+                if run.run_id in by_config:  # the record it replaces: other inputs, never read again
+                    (out / "runs" / f"{by_config[run.run_id]['run_id']}.json").unlink(missing_ok=True)
+                saved += 1
+                bar.update(1)
     except KeyboardInterrupt:
         bar.close()
         raise SweepInterrupted(saved, len(runs), out) from None

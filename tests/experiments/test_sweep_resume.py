@@ -3,6 +3,7 @@ and the schedsim version are unchanged; a damaged record is named and rerun."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,15 @@ def test_the_cli_names_a_damaged_record(tmp_path: Path, calls: list, capsys: pyt
     assert main([*argv, "--no-progress"]) == 0
     err = capsys.readouterr().err
     assert f"schedsim sweep: {record}: damaged record" in err and "Traceback" not in err
+
+
+def test_a_record_without_a_resume_key_is_rerun(tmp_path: Path, calls: list) -> None:
+    base, out, notes = RunConfig(max_requests=4), tmp_path / "out", []
+    runs = expand_grid(base, {"rate": [1]})
+    (out / "runs").mkdir(parents=True)
+    old = out / "runs" / f"{runs[0].run_id}.json"  # keyed by the config alone
+    old.write_text(json.dumps({"run_id": runs[0].run_id, "params": {"rate": 1}, "config": {}, "metrics": {}}))
+    run_sweep(runs, out, workers=1, progress=False, notify=notes.append)
+    assert len(calls) == 1 and notes == [
+        f"{old}: a record without a resume key (an older schedsim's); rerunning that point"
+    ]
