@@ -18,6 +18,7 @@ from schedsim.latency import (
 )
 from schedsim.latency.calibrate import calibrate_from_args
 from schedsim.latency.explain import explain_step
+from schedsim.run.resolve import match_calibration
 
 
 def add_parsers(subparsers: Any) -> None:
@@ -44,6 +45,11 @@ def add_parsers(subparsers: Any) -> None:
         "none: the bare GPU model)",
     )
     p.add_argument("--calibration", default=None, help="calibration file from `schedsim calibrate`")
+    p.add_argument(
+        "--force-calibration",
+        action="store_true",
+        help="apply --calibration even though it was fitted for another model, GPU or TP",
+    )
     p.add_argument(
         "--explain",
         action="store_true",
@@ -125,6 +131,11 @@ def predict(args: argparse.Namespace) -> dict[str, Any]:
     """The chosen model's prediction, its breakdown, and every applicable kind side by side."""
     shape = _shape(args)
     engine = getattr(args, "engine", None)
+    if args.calibration:  # fitted for this deployment, or forced
+        force = getattr(args, "force_calibration", False)
+        match_calibration(
+            args.calibration, args.model, args.gpu, args.tp, force, "--calibration", "--force-calibration"
+        )
     model = make_latency_model(args.model, args.gpu, args.tp, args.kind, args.calibration, engine)
     out: dict[str, Any] = {
         "model": model.describe(),

@@ -89,30 +89,36 @@ def calibration_match(cfg: RunConfig) -> dict[str, Any] | None:
     for another model, GPU or TP (or one that does not say) is refused unless forced."""
     if cfg.latency_calibration is None:
         return None
-    cal = read_calibration(cfg.latency_calibration)
-    run = {"model": get_model_spec(cfg.model).name, "gpu": get_gpu_spec(cfg.gpu).name, "tp": cfg.tp}
+    return match_calibration(
+        cfg.latency_calibration,
+        cfg.model,
+        cfg.gpu,
+        cfg.tp,
+        cfg.force_calibration,
+        "RunConfig.latency_calibration",
+    )
+
+
+def match_calibration(
+    path: str, model: str, gpu: str, tp: int, force: bool, owner: str, flag: str = FORCE_FLAG
+) -> dict[str, Any]:
+    """A calibration file's deployment against the one it is applied to: the comparison, or a
+    ValueError naming `owner` and each difference unless `force`."""
+    cal = read_calibration(path)
+    run = {"model": get_model_spec(model).name, "gpu": get_gpu_spec(gpu).name, "tp": tp}
     fitted = {k: cal.get(k) for k in (*CALIBRATION_KEYS, "engine")}
     if cal.get("kind") == "roofline-fit":  # per-GPU factors: any model or TP, the GPUs it holds
         fitted.update(model=ANY, tp=ANY, gpu=sorted(cal.get("gpus", {})))
     differ = [k for k in CALIBRATION_KEYS if not _same(k, fitted[k], run[k])]
-    out = {
-        "fitted_for": fitted,
-        "run": run,
-        "mismatch": differ,
-        "forced": bool(differ and cfg.force_calibration),
-    }
-    if differ and not cfg.force_calibration:
+    if differ and not force:
         said = "; ".join(
             f"it does not record its {k} (this run: {run[k]!r})"
             if fitted[k] is None
             else f"it was fitted for {k} {fitted[k]!r} (this run: {run[k]!r})"
             for k in differ
         )
-        raise ValueError(
-            f"RunConfig.latency_calibration: {cfg.latency_calibration}: {said}; "
-            f"use a calibration of this deployment or pass {FORCE_FLAG}"
-        )
-    return out
+        raise ValueError(f"{owner}: {path}: {said}; use a calibration of this deployment or pass {flag}")
+    return {"fitted_for": fitted, "run": run, "mismatch": differ, "forced": bool(differ)}
 
 
 def _same(key: str, fitted: Any, run: Any) -> bool:

@@ -104,3 +104,18 @@ def test_calibrate_cpu_says_it_times_schedsims_own_code(
     assert "not an engine's host overhead" in summary
     run = resolve_run(RunConfig(cpu_cost_file=str(path), max_model_len=8192))
     assert "not an engine's host overhead" in run.describe()["cpu_model_description"]["source"]
+
+
+def test_the_latency_what_if_checks_the_calibration_too(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    cal = _fitted_step(tmp_path, model="llama-3.1-8b", gpu="h100-sxm", tp=1)
+    argv = ["latency", "--model", "llama-3.1-8b", "--gpu", "a100-80gb", "--decode-batch", "4"]
+    assert main([*argv, "--calibration", str(cal)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        err.count("\n") == 1
+        and "gpu 'h100-sxm' (this run: 'a100-80gb')" in err
+        and "--force-calibration" in err
+    )
+    assert main([*argv, "--calibration", str(cal), "--force-calibration"]) == 0
