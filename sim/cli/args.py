@@ -146,10 +146,12 @@ def collect_overrides(ns: argparse.Namespace, dests: list[str]) -> dict[str, Any
 
 
 def add_run_arguments(
-    parser: argparse.ArgumentParser, out_default: str | None, rename: dict[str, str] | None = None
+    parser: argparse.ArgumentParser, out_default: str, rename: dict[str, str] | None = None
 ) -> list[str]:
     """Flags shared by run/compare/sweep/validate: --config, one flag per RunConfig field,
-    --policy-option, --out, --no-progress; returns the RunConfig dests added."""
+    --policy-option, --out, --no-progress; returns the RunConfig dests added.
+
+    `out_default` describes the folder written without --out (the command picks it)."""
     parser.add_argument(
         "--config",
         metavar="FILE.toml",
@@ -176,9 +178,9 @@ def add_run_arguments(
     parser.add_argument(
         "--out",
         type=Path,
-        default=out_default,
+        default=None,
         metavar="DIR",
-        help=f"output directory (default: {out_default})",
+        help=f"output directory, written whole or not at all (default: {out_default})",
     )
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(run_dests=dests)

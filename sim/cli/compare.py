@@ -8,6 +8,7 @@ from typing import Any
 
 from schedsim.cli.args import add_run_arguments, resolve_run_config
 from schedsim.cli.rejections import add_strict_argument, report_rejections
+from schedsim.outputs.folder import OutputFolder, chosen_out
 from schedsim.run.rejections import max_model_len_of, rejections
 from schedsim.run.resolve import check_config
 
@@ -15,7 +16,7 @@ from schedsim.run.resolve import check_config
 def add_parser(sub: Any) -> None:
     """Register `compare`."""
     p = sub.add_parser("compare", help="several policies/configs on one workload, side by side")
-    add_run_arguments(p, "runs/compare")
+    add_run_arguments(p, "runs/compare-<YYYYmmdd-HHMMSS>")
     p.add_argument(
         "--policies",
         nargs="+",
@@ -29,8 +30,8 @@ def add_parser(sub: Any) -> None:
         type=Path,
         default=[],
         metavar="FILE.toml",
-        help="a config to compare: RunConfig keys overlaid on the base (repeatable); "
-        "labelled by the file's stem",
+        help="a config to compare: RunConfig keys overlaid on the base run, which it inherits "
+        "otherwise (policy included); repeatable; labelled by the file's stem",
     )
     p.add_argument("--no-plots", action="store_true", help="skip the overlaid PNG plots")
     add_strict_argument(p)
@@ -49,9 +50,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     variants = make_variants(base, args.policies, args.variant)
     for label, config in variants:
         check_config(config, f"variant {label!r}")
-    table = compare_configs(variants, out=args.out, progress=not args.no_progress, plots=not args.no_plots)
+    folder = OutputFolder(*chosen_out(args.out, "compare"))
+    with folder as tmp:  # the lock and the write probe, before simulating
+        table = compare_configs(variants, out=tmp, progress=not args.no_progress, plots=not args.no_plots)
     print(format_side_by_side(table))
-    print(f"\nwrote {args.out}/ (compare.parquet, per-variant tables, cdf_latency.png, over_time.png)")
+    print(f"\nwrote {folder.final}/ (compare.parquet, per-variant tables, cdf_latency.png, over_time.png)")
     rows = table.set_index("label").to_dict("index")
     found = [(f"variant {label!r}", rejections(rows[label], max_model_len_of(c))) for label, c in variants]
     return report_rejections(found, args.strict)

@@ -1,5 +1,5 @@
 """How a command ends on bad input or a closed pipe: one line on stderr and a status, never a
-traceback. Bad input (a ConfigError or TraceError, raised wherever the value is first known to
+traceback. Bad input (a ConfigError, TraceError or OutputFolderError, raised wherever the value is first known to
 be wrong) prints `schedsim: error: <where>: <field>: <why> (got <value>)` and exits 2; output
 piped into a reader that stops early (`| head`) ends quietly with 141, as a shell tool killed by
 SIGPIPE does."""
@@ -12,13 +12,14 @@ import warnings
 from collections.abc import Callable
 from typing import TextIO
 
+from schedsim.outputs.folder import OutputFolderError
 from schedsim.run.toml_config import ConfigError
 from schedsim.traces import TraceError, TraceWarning
 
 EXIT_BAD_INPUT = 2
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
 
-USER_ERRORS = (ConfigError, TraceError)
+USER_ERRORS = (ConfigError, TraceError, OutputFolderError)
 
 
 def error_line(exc: BaseException) -> str:

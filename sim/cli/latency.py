@@ -18,6 +18,7 @@ from schedsim.latency import (
 )
 from schedsim.latency.calibrate import calibrate_from_args
 from schedsim.latency.explain import explain_step
+from schedsim.run.resolve import match_calibration
 
 
 def add_parsers(subparsers: Any) -> None:
@@ -45,6 +46,11 @@ def add_parsers(subparsers: Any) -> None:
     )
     p.add_argument("--calibration", default=None, help="calibration file from `schedsim calibrate`")
     p.add_argument(
+        "--force-calibration",
+        action="store_true",
+        help="apply --calibration even though it was fitted for another model, GPU or TP",
+    )
+    p.add_argument(
         "--explain",
         action="store_true",
         help="break the step down by term: compute, memory, per-kernel fixed cost, "
@@ -60,7 +66,7 @@ def add_parsers(subparsers: Any) -> None:
         "and fit the roofline (--profile), fit the whole-step model to "
         "measured step times (--steps), fit one deployment's overhead terms "
         "to its measured step times or request latencies (--measurements), "
-        "or time our own policies' CPU phases (--cpu).",
+        "or time schedsim's own policy code, which is not an engine's CPU cost (--cpu).",
     )
     src = c.add_mutually_exclusive_group(required=True)
     src.add_argument("--profile", help="folder of Vidur-format profiles (compute/, network/)")
@@ -75,7 +81,12 @@ def add_parsers(subparsers: Any) -> None:
         "batches (batch_size, input_len, output_len -> latency_ms/ttft_ms/tpot_ms), or "
         "a vLLM benchmark_latency / benchmark_serving (max-concurrency 1) JSON",
     )
-    src.add_argument("--cpu", action="store_true", help="time this machine's policy CPU phases")
+    src.add_argument(
+        "--cpu",
+        action="store_true",
+        help="time schedsim's own policy code (schedule, update_from_output) on this machine: the "
+        "simulator's CPU work, not an engine's host overhead (for that: --measurements)",
+    )
     c.add_argument("--out", required=True, help="calibration JSON to write")
     c.add_argument("--model", default=None, help="(--steps, --measurements) model measured")
     c.add_argument("--gpu", default=None, help="(--steps, --measurements) GPU measured")
@@ -120,6 +131,11 @@ def predict(args: argparse.Namespace) -> dict[str, Any]:
     """The chosen model's prediction, its breakdown, and every applicable kind side by side."""
     shape = _shape(args)
     engine = getattr(args, "engine", None)
+    if args.calibration:  # fitted for this deployment, or forced
+        force = getattr(args, "force_calibration", False)
+        match_calibration(
+            args.calibration, args.model, args.gpu, args.tp, force, "--calibration", "--force-calibration"
+        )
     model = make_latency_model(args.model, args.gpu, args.tp, args.kind, args.calibration, engine)
     out: dict[str, Any] = {
         "model": model.describe(),

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from schedsim.cli import compare, conformance, latency, listings, run, sweep, trace, validate
 from schedsim.cli.errors import guarded
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole command tree."""
@@ -42,7 +44,15 @@ def dispatch(argv: Sequence[str] | None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 1
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt as exc:  # Ctrl-C: say what was kept, as a shell reports SIGINT
+        fresh_line = "\n" if sys.stderr.isatty() else ""  # after a progress bar
+        print(
+            f"{fresh_line}schedsim {args.command}: {str(exc) or 'interrupted; nothing written'}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

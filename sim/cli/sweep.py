@@ -9,6 +9,7 @@ from typing import Any
 
 from schedsim.cli.args import add_run_arguments, parse_scalar, resolve_run_config
 from schedsim.cli.rejections import add_strict_argument, report_rejections
+from schedsim.outputs.folder import WorkingFolder, chosen_out
 from schedsim.run.rejections import max_model_len_of, rejections
 from schedsim.run.resolve import check_config
 from schedsim.run.toml_config import ConfigError, load_toml
@@ -30,7 +31,7 @@ SWEEP_ENGINES = ("process", "ray")
 def add_parser(sub: Any) -> None:
     """Register `sweep` (`--engine` picks the sweep's executor; the loop mode is --loop-engine)."""
     p = sub.add_parser("sweep", help="a grid of runs on a process pool or Ray, resumable")
-    add_run_arguments(p, "runs/sweep", {"engine": "--loop-engine"})
+    add_run_arguments(p, "runs/sweep-<YYYYmmdd-HHMMSS>", {"engine": "--loop-engine"})
     p.add_argument(
         "--grid",
         action="append",
@@ -93,7 +94,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     """Expand the grid, run what is not recorded yet, plot each metric against the knob."""
     file_grid, file_runs, opts = sweep_tables(args)
     base = resolve_run_config(args, ignore=SWEEP_TABLES)
-    from schedsim.experiments.sweep import expand_grid, run_sweep  # lazy subcommand
+    from schedsim.experiments.sweep import SweepInterrupted, expand_grid, run_sweep  # lazy subcommand
     from schedsim.outputs.compare_plots import plot_sweep
 
     grid = {**file_grid, **parse_grid_flags(args.grid)}
@@ -104,15 +105,27 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if engine not in SWEEP_ENGINES:
         raise ConfigError(f"{args.config} [sweep]: engine must be one of {SWEEP_ENGINES}, got {engine!r}")
     workers = args.workers or int(opts.get("workers", min(2, os.cpu_count() or 1)))
-    table = run_sweep(runs, args.out, engine=engine, workers=workers, progress=not args.no_progress)
     x = args.x or opts.get("x") or next((k for k in grid if k != "policy"), None)
     metrics = opts.get("metrics", args.metrics)
     metrics = [m for m in (metrics.split(",") if isinstance(metrics, str) else metrics) if m]
-    if x is not None:
-        plot_sweep(table, x, metrics, args.out, group_by=["policy", *grid])
+    folder = WorkingFolder(*chosen_out(args.out, "sweep"), keep=("runs",))
+    with folder as out:  # the lock and the write probe; earlier records stay for the resume
+        saved = 0
+        try:
+            table = run_sweep(runs, out, engine=engine, workers=workers, progress=not args.no_progress)
+            saved = len(runs)
+            if x is not None:
+                plot_sweep(table, x, metrics, out, group_by=["policy", *grid])
+        except KeyboardInterrupt as exc:
+            saved = exc.saved if isinstance(exc, SweepInterrupted) else saved
+            hint = "rerun to resume" if args.out is not None else f"rerun with --out {out} to resume"
+            raise KeyboardInterrupt(
+                f"partial sweep: {saved}/{len(runs)} points saved in {out}/, {hint}"
+            ) from None
+        folder.complete()
     shown = ["policy", *[k for k in grid if k != "policy"], *[m for m in metrics if m in table]]
     print(table[[c for c in dict.fromkeys(shown) if c in table]].to_string(index=False))
-    print(f"\nwrote {args.out}/results.parquet ({len(table)} runs)")
+    print(f"\nwrote {out}/results.parquet ({len(table)} runs)")
     rows = table.set_index("run_id").to_dict("index") if "run_id" in table else {}
     found = [
         (f"run {r.params}", rejections(rows.get(r.run_id, {}), max_model_len_of(r.config))) for r in runs

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import Any
 
 from schedsim.cli.args import add_run_arguments, resolve_run_config
 from schedsim.cli.backend import add_backend_arguments, backend_options
 from schedsim.cli.rejections import report_rejections
+from schedsim.outputs.folder import OutputFolder, chosen_out
 from schedsim.run.rejections import rejections
 from schedsim.run.resolve import check_config
 
@@ -16,7 +16,7 @@ from schedsim.run.resolve import check_config
 def add_parser(sub: Any) -> None:
     """Register `validate`: the run flags, the real backend's flags and the report's folder."""
     p = sub.add_parser("validate", help="real backend vs the simulator fitted to it, step by step")
-    add_run_arguments(p, "runs/validate")
+    add_run_arguments(p, "runs/validate-<YYYYmmdd-HHMMSS>")
     add_backend_arguments(p, with_switch=False)
     p.set_defaults(func=cmd_validate)
     p.add_argument(
@@ -50,16 +50,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from schedsim.outputs.files import format_summary, write_json, write_run
 
     check_config(config)
-    report = validate(config, backend=backend_options(args), grid=grid_for(args.grid))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    report.steps.to_parquet(out / "steps_compared.parquet", index=False)
-    report.requests.to_parquet(out / "requests_compared.parquet", index=False)
-    write_json(out / "validation.json", {"summary": report.summary, "calibration": report.calibration})
-    report.plot(out / "validation.png")
-    write_run(report.real, out / "real", plots=False)
-    write_run(report.sim, out / "sim", plots=False)
+    folder = OutputFolder(*chosen_out(args.out, "validate"))
+    with folder as out:  # the lock and the write probe, before calibrating
+        report = validate(config, backend=backend_options(args), grid=grid_for(args.grid))
+        report.steps.to_parquet(out / "steps_compared.parquet", index=False)
+        report.requests.to_parquet(out / "requests_compared.parquet", index=False)
+        write_json(out / "validation.json", {"summary": report.summary, "calibration": report.calibration})
+        report.plot(out / "validation.png")
+        write_run(report.real, out / "real", plots=False)
+        write_run(report.sim, out / "sim", plots=False)
     print(format_summary(report.summary))
-    print(f"\nwrote {out}/ (validation.json, validation.png, *_compared.parquet, real/, sim/)")
+    print(f"\nwrote {folder.final}/ (validation.json, validation.png, *_compared.parquet, real/, sim/)")
     found = rejections(report.real.summary, report.real.config.get("max_model_len"))
     return report_rejections([("the real run", found)], strict=False)

@@ -10,9 +10,10 @@ from typing import Any
 
 import pandas as pd
 from schedsim.outputs.files import write_run
+from schedsim.outputs.folder import slug
 from schedsim.outputs.numbers import format_value
 from schedsim.run.simulate import simulate
-from schedsim.run.toml_config import ConfigError, coerce, load_toml
+from schedsim.run.toml_config import ConfigError, coerce, load_toml, merge, to_jsonable
 from schedsim.run.workload import load_trace, trace_options
 from tqdm import tqdm
 
@@ -82,22 +83,43 @@ def derived_metrics(summary: dict[str, Any], requests: pd.DataFrame) -> dict[str
 
 
 def make_variants(base: Any, policies: Sequence[str], files: Sequence[Path]) -> list[tuple[str, Any]]:
-    """(label, RunConfig) for each policy and each variant file, in the order given."""
+    """(label, RunConfig) for each policy and each variant file, in the order given.
+
+    A variant file overlays its keys on the base run and inherits every other setting: with one
+    policy named, that policy; with several, the variant runs on each (`<policy>+<stem>`) unless
+    it names its own. With no policy named, the base run itself is the first row."""
     names = [n for item in policies for n in item.split(",") if n]
+    if len(names) == 1:
+        base = dataclasses.replace(base, policy=names[0])
     variants = [(name, dataclasses.replace(base, policy=name)) for name in names]
+    if files and not names:
+        variants.append((base.policy, base))
     for path in files:
-        data = coerce(type(base), load_toml(path), str(path))
-        try:
-            variants.append((path.stem, dataclasses.replace(base, **data)))
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"{path}: {exc}") from None
+        data = load_toml(path)
+        on = [base.policy] if len(names) <= 1 or "policy" in data else names
+        for policy in on:
+            label = path.stem if len(on) == 1 else f"{policy}+{path.stem}"
+            variants.append((label, overlay(dataclasses.replace(base, policy=policy), data, path)))
     if not variants:
         variants = [(getattr(base, "policy", "base"), base)]
     labels = [label for label, _ in variants]
     dupes = sorted({x for x in labels if labels.count(x) > 1})
     if dupes:
         raise ConfigError(f"compare: duplicate variant label(s) {dupes}")
+    folders = [slug(label) for label in labels]
+    clash = sorted({x for x in folders if folders.count(x) > 1})
+    if clash:
+        raise ConfigError(f"compare: variant labels {labels} share the folder name(s) {clash}")
     return variants
+
+
+def overlay(base: Any, data: Mapping[str, Any], path: Path) -> Any:
+    """The base config with a variant file's keys on top (nested tables merge key by key)."""
+    merged = coerce(type(base), merge(to_jsonable(base), data), str(path))
+    try:
+        return type(base)(**merged)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{path}: {exc}") from None
 
 
 def run_variants(
@@ -116,13 +138,55 @@ def run_variants(
 
 
 def compare_table(results: Mapping[str, Any]) -> pd.DataFrame:
-    """One tidy row per variant: label, policy and every metric of the side-by-side table."""
+    """One tidy row per variant: label, resolved policy, every setting where the rows differ
+    (`config.<key>`, as text) and every metric of the side-by-side table."""
+    differ = config_differences({label: r.config for label, r in results.items()})
     return pd.DataFrame(
         [
-            {"label": label, "policy": r.config.get("policy"), **derived_metrics(r.summary, r.requests)}
-            for label, r in results.items()
+            {
+                "label": label,
+                "policy": r.config.get("policy"),
+                **{f"config.{key}": values[i] for key, values in differ.items()},
+                **derived_metrics(r.summary, r.requests),
+            }
+            for i, (label, r) in enumerate(results.items())
         ]
     )
+
+
+_ABSENT = object()  # a setting one row's policy does not have
+
+
+def _settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A run's settings, flat: its RunConfig keys and its policy's whole config (defaults filled)."""
+    out = {k: v for k, v in config.items() if not isinstance(v, dict)}
+    out.update(config.get("policy_options") or {})
+    out.update(config.get("policy_config") or {})
+    out.pop("policy", None)
+    return out
+
+
+def _text(value: Any) -> str:
+    """A setting as a TOML user writes it (true, none, 512); '-' where the policy has no such key."""
+    if value is _ABSENT:
+        return "-"
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def config_differences(configs: Mapping[str, Mapping[str, Any]]) -> dict[str, list[str]]:
+    """Every setting whose value is not the same in all rows: key -> one value per row, as text."""
+    flat = [_settings(c) for c in configs.values()]
+    keys = dict.fromkeys(k for row in flat for k in row)
+    out = {}
+    for key in keys:
+        values = [_text(row.get(key, _ABSENT)) for row in flat]
+        if len(set(values)) > 1:
+            out[key] = values
+    return out
 
 
 def compare_configs(
@@ -135,7 +199,7 @@ def compare_configs(
     table = compare_table(results)
     if out is not None:
         for label, result in results.items():
-            write_run(result, out / label, plots=False)
+            write_run(result, out / slug(label), plots=False)
         table.to_parquet(out / "compare.parquet", index=False)
         if plots:
             plot_compare(results, out)
@@ -143,9 +207,11 @@ def compare_configs(
 
 
 def side_by_side(table: pd.DataFrame) -> pd.DataFrame:
-    """Metrics as rows, variants as columns: the table people read."""
+    """Metrics as rows, variants as columns: the table people read; the resolved policy and the
+    settings that differ come first, so a difference in the numbers has its cause beside it."""
+    settings = ["policy", *[c for c in table.columns if c.startswith("config.")]]
     metrics = [m for m in COMPARE_METRICS if m in table.columns]
-    return table.set_index("label")[metrics].T
+    return table.set_index("label")[settings + metrics].T
 
 
 def format_side_by_side(table: pd.DataFrame) -> str:

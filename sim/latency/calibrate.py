@@ -5,6 +5,10 @@ measured step times or request latencies (--measurements), or time our policies'
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -15,6 +19,12 @@ from .cpu_calibrate import calibrate_cpu_costs
 from .fitted import fit_step_model, read_step_csv
 from .measurements import read_measurements
 from .profiles import import_vidur, write_profiles
+
+# What a `calibrate --cpu` file's numbers are the cost of (recorded in the file and each run's config).
+CPU_MEASURES = (
+    "schedsim's own {policy!r} policy code (schedule, update_from_output) timed in-process; "
+    "the simulator's CPU work, not an engine's host overhead"
+)
 
 
 def _calibrate_measurements(args: Any) -> tuple[dict[str, Any], str]:
@@ -56,13 +66,32 @@ def _calibrate_measurements(args: Any) -> tuple[dict[str, Any], str]:
     return cal, summary
 
 
+def write_folder_whole(folder: Path, write: Callable[[Path], object]) -> None:
+    """Write a folder into a temporary sibling and rename it into place: the folder is the old
+    one or the new one, never a mix."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.partial-", dir=folder.parent))
+    mask = os.umask(0o022)
+    os.umask(mask)
+    os.chmod(tmp, 0o777 & ~mask)  # the folder a plain mkdir would make
+    try:
+        write(tmp)
+        old = folder.with_name(f".{folder.name}.old-{os.getpid()}")
+        if folder.exists():
+            os.rename(folder, old)
+        os.rename(tmp, folder)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def calibrate_from_args(args: Any) -> tuple[Path, str]:
     """`schedsim calibrate`: one of --profile, --steps, --measurements or --cpu; (path, summary)."""
     out = Path(args.out)
     if args.profile:
         folder = out.parent / f"{out.stem}_profiles"
         profiles = import_vidur(args.profile)
-        write_profiles(profiles, folder)
+        write_folder_whole(folder, lambda tmp: write_profiles(profiles, tmp))
         cal = fit_roofline(profiles, source=str(args.profile))
         cal["profiles"] = folder.name
         lines = [
@@ -93,12 +122,21 @@ def calibrate_from_args(args: Any) -> tuple[Path, str]:
         cfg = calibrate_cpu_costs(args.policy)
         cal = {
             "kind": "cpu-cost",
+            "measures": CPU_MEASURES.format(policy=args.policy),
             "scale": cfg.scale,
             "source": cfg.source,
             "phases": {k: asdict(v) for k, v in cfg.phases.items()},
         }
         summary = "\n".join(
-            f"{k}: base {v['base'] * 1e6:.1f} us + {v['per_req'] * 1e6:.2f} us/req"
-            for k, v in cal["phases"].items()
+            [
+                f"timed schedsim's own {args.policy!r} policy code on this machine (the simulator's "
+                "CPU work, not an engine's host overhead):",
+                *(
+                    f"{k}: base {v['base'] * 1e6:.1f} us + {v['per_req'] * 1e6:.2f} us/req"
+                    for k, v in cal["phases"].items()
+                ),
+                "a run with --cpu-cost-file this file models an engine as fast as schedsim's policies; "
+                "an engine's own host terms come from `schedsim calibrate --measurements`",
+            ]
         )
     return write_calibration(cal, out), summary

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import fields
 from functools import lru_cache
 from importlib import resources
@@ -47,10 +48,12 @@ def _rounded(value: Any) -> Any:
 
 
 def write_calibration(cal: dict[str, Any], path: str | Path) -> Path:
-    """Write a calibration as indented JSON."""
+    """Write a calibration as indented JSON, whole (through a temporary file and a rename)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({k: v for k, v in cal.items() if not k.startswith("_")}, indent=1))
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")  # a reader never sees half a file
+    tmp.write_text(json.dumps({k: v for k, v in cal.items() if not k.startswith("_")}, indent=1))
+    os.replace(tmp, path)
     return path
 
 

@@ -1,4 +1,9 @@
-"""Calibrate the CPU-cost model by timing our own policies' schedule() and update_from_output().
+"""Time schedsim's own policies' schedule() and update_from_output() on this machine.
+
+This measures the simulator's policy code (compiled or interpreted), not an engine's host
+overhead: a real engine's scheduler, input preparation and output processing cost one to two
+orders of magnitude more per request (cpu_cost.py). The result is a "cpu-cost" file whose
+"measures" says so; fit an engine's host terms with `schedsim calibrate --measurements`.
 
 Steady decode batches of B requests are driven through a registered policy in-process; the median
 time of each call per B is fitted to base + per_req x B. prepare_inputs and d2h_copy are model-

@@ -9,8 +9,9 @@ measurements report:
   about 4 ms in the traces shown.
 - vLLM RFC #6801 (performance roadmap): sampling, prepare-input, output processing and scheduling
   together ~20 ms per step at batch 200 (v0.5).
-V1 cut these costs; we take the lower end. `calibrate_cpu_costs` replaces them with timings of
-our own policies measured in-process.
+V1 cut these costs; we take the lower end. `calibrate_cpu_costs` replaces schedule and
+update_from_output with timings of schedsim's own policy code measured in-process: the
+simulator's CPU work, far below an engine's (its file says so in "measures").
 
 With tensor parallelism the engine also broadcasts each step's scheduler output to the TP workers
 before they prepare their inputs: `tp_broadcast`, charged inside prepare_inputs when tp > 1. Its
@@ -89,8 +90,9 @@ class CpuCostConfig:
 
     @classmethod
     def from_dict(cls, raw: dict) -> CpuCostConfig:
-        """Build from JSON/TOML: {"scale": s, "phases": {kind: {base, per_req, per_token}}}."""
-        unknown = sorted(set(raw) - {"scale", "phases", "source", "kind", "tp_broadcast"})
+        """Build from JSON/TOML: {"scale": s, "phases": {kind: {base, per_req, per_token}}}; an
+        optional "measures" (what was timed) is kept in the source."""
+        unknown = sorted(set(raw) - {"scale", "phases", "source", "kind", "tp_broadcast", "measures"})
         if unknown:
             raise ValueError(f"CpuCostConfig: unknown field(s) {unknown}")
         phases = _defaults()
@@ -99,9 +101,10 @@ class CpuCostConfig:
                 raise ValueError(f"CpuCostConfig: unknown phase {kind!r}; known {list(CPU_PHASES)}")
             phases[kind] = PhaseCost(**cost)
         extra = {"tp_broadcast": PhaseCost(**raw["tp_broadcast"])} if "tp_broadcast" in raw else {}
-        return cls(
-            phases=phases, scale=raw.get("scale", 1.0), source=raw.get("source", "user config"), **extra
-        )
+        source = str(raw.get("source", "user config"))
+        if raw.get("measures"):  # what the numbers are the cost of (`calibrate --cpu`: schedsim's policies)
+            source = f"{source}; measures: {raw['measures']}"
+        return cls(phases=phases, scale=raw.get("scale", 1.0), source=source, **extra)
 
 
 class CpuCostModel:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from schedsim.outputs.figures import WORKER_COLUMNS
+from schedsim.run.signals import sigint_ignored
 
 
 def _warm() -> None:
@@ -63,10 +64,13 @@ class PlotWorker:
 
     def __init__(self) -> None:
         """Spawn the process and start its warm-up at once (it runs while the parent simulates)."""
-        self._pool: ProcessPoolExecutor | None = ProcessPoolExecutor(
-            max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_warm
-        )
-        self._started: Future[int] = self._pool.submit(_ping)
+        before = set(multiprocessing.active_children())
+        with sigint_ignored():  # submit spawns the process: it starts with Ctrl-C ignored
+            self._pool: ProcessPoolExecutor | None = ProcessPoolExecutor(
+                max_workers=1, mp_context=multiprocessing.get_context("spawn"), initializer=_warm
+            )
+            self._started: Future[int] = self._pool.submit(_ping)
+        self._processes = [p for p in multiprocessing.active_children() if p not in before]
 
     def render(self, name: str, func: str, table: Any, path: Path) -> Future[str] | None:
         """Send figure `name` (one of WORKER_COLUMNS), drawn by `schedsim.outputs.plots.<func>`, with the
@@ -82,6 +86,15 @@ class PlotWorker:
         """Stop the process (waiting for nothing: any figure still wanted was waited for)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def abandon(self) -> None:
+        """Stop the process now, its figures unwanted (Ctrl-C or a failed run: exit at once, not
+        after the worker's warm-up or figures)."""
+        for process in self._processes:
+            process.terminate()
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
 
     def __enter__(self) -> PlotWorker:

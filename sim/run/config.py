@@ -69,10 +69,18 @@ class RunConfig:
     cpu_cost_scale: float = _f(1.0, "multiplier on every modelled CPU phase time (0 disables CPU cost)")
     latency_calibration: str | None = _f(
         None,
-        "calibration file written by `schedsim calibrate` (None: the shipped profiles and fitted roofline)",
+        "calibration file written by `schedsim calibrate` (None: the shipped profiles and fitted "
+        "roofline); it must have been fitted for this run's model, GPU and TP",
+    )
+    force_calibration: bool = _f(
+        False,
+        "apply latency_calibration even though it was fitted for another model, GPU or TP "
+        "(config.json records the mismatch)",
     )
     cpu_cost_file: str | None = _f(
-        None, "CPU-cost calibration file from `schedsim calibrate --cpu` (None: the documented defaults)"
+        None,
+        "CPU phase costs from a file (None: the engine's host terms); `schedsim calibrate --cpu` "
+        "writes one that times schedsim's own policy code, not an engine's",
     )
     # ---- scheduler and KV cache (None: the policy's own default) ----
     block_size: int = _f(16, "KV cache block size in tokens")

@@ -7,14 +7,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from schedsim.latency import make_cpu_cost_model, make_latency_model
+from schedsim.latency.factory import read_calibration
 from schedsim.latency.memory import kv_pool_blocks
-from schedsim.latency.specs import ModelSpec, get_model_spec
+from schedsim.latency.specs import ModelSpec, get_gpu_spec, get_model_spec
 from schedsim.policies import get_policy_info, load_plugins, make_policy
 from schedsim.policies.trtllm import TrtllmConfig
 from schedsim.policies.vllm import VllmConfig
 from schedsim.run.config import RunConfig
 from schedsim.run.fieldtypes import check_fields, field_error
-from schedsim.run.toml_config import ConfigError
+from schedsim.run.toml_config import ConfigError, to_jsonable
 
 # Engines whose KV block size must be a power of two: vLLM's --block-size choices (1, 8, ..., 256)
 # and TensorRT-LLM's tokens_per_block (its build asserts it). Small powers (2, 4) stay allowed
@@ -67,6 +68,7 @@ class ResolvedRun:
     max_model_len: int
     latency_model: Any
     cpu_model: Any
+    calibration: dict[str, Any] | None = None  # calibration_match(): what the file was fitted for
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready: the config, the resolved values and the models' descriptions."""
@@ -75,10 +77,73 @@ class ResolvedRun:
             num_gpu_blocks=self.num_gpu_blocks,
             max_model_len=self.max_model_len,
             resolved_policy_options=dict(self.policy_options),
+            policy_config=to_jsonable(get_policy_info(self.config.policy).config_cls(**self.policy_options)),
             latency_model_description=self.latency_model.describe(),
             cpu_model_description=self.cpu_model.describe(),
         )
+        if self.calibration is not None:
+            out["latency_calibration_match"] = self.calibration
         return out
+
+
+# What a calibration file records about the deployment it was fitted for, and its flag.
+CALIBRATION_KEYS = ("model", "gpu", "tp")
+FORCE_FLAG = "--force-calibration (TOML: force_calibration = true)"
+ANY = "any"  # a roofline fit's per-GPU factors hold for every model and TP
+
+
+def calibration_match(cfg: RunConfig) -> dict[str, Any] | None:
+    """What the run's latency calibration was fitted for against the run; a calibration fitted
+    for another model, GPU or TP (or one that does not say) is refused unless forced."""
+    if cfg.latency_calibration is None:
+        return None
+    return match_calibration(
+        cfg.latency_calibration,
+        cfg.model,
+        cfg.gpu,
+        cfg.tp,
+        cfg.force_calibration,
+        "RunConfig.latency_calibration",
+    )
+
+
+def match_calibration(
+    path: str, model: str, gpu: str, tp: int, force: bool, owner: str, flag: str = FORCE_FLAG
+) -> dict[str, Any]:
+    """A calibration file's deployment against the one it is applied to: the comparison, or a
+    ValueError naming `owner` and each difference unless `force`."""
+    cal = read_calibration(path)
+    run = {"model": get_model_spec(model).name, "gpu": get_gpu_spec(gpu).name, "tp": tp}
+    fitted = {k: cal.get(k) for k in (*CALIBRATION_KEYS, "engine")}
+    if cal.get("kind") == "roofline-fit":  # per-GPU factors: any model or TP, the GPUs it holds
+        fitted.update(model=ANY, tp=ANY, gpu=sorted(cal.get("gpus", {})))
+    differ = [k for k in CALIBRATION_KEYS if not _same(k, fitted[k], run[k])]
+    if differ and not force:
+        said = "; ".join(
+            f"it does not record its {k} (this run: {run[k]!r})"
+            if fitted[k] is None
+            else f"it was fitted for {k} {fitted[k]!r} (this run: {run[k]!r})"
+            for k in differ
+        )
+        raise ValueError(f"{owner}: {path}: {said}; use a calibration of this deployment or pass {flag}")
+    return {"fitted_for": fitted, "run": run, "mismatch": differ, "forced": bool(differ)}
+
+
+def _same(key: str, fitted: Any, run: Any) -> bool:
+    """Whether a calibration's recorded value names the run's (model and GPU by canonical name)."""
+    if fitted is None:
+        return False
+    if fitted == ANY:
+        return True
+    if key == "gpu" and isinstance(fitted, list):
+        return run in fitted
+    if key in ("model", "gpu"):
+        get = get_model_spec if key == "model" else get_gpu_spec
+        try:
+            return bool(get(str(fitted)).name == run)
+        except (KeyError, ValueError):
+            return str(fitted) == run
+    return bool(fitted == run)
 
 
 def policy_options(cfg: RunConfig, num_gpu_blocks: int, max_model_len: int) -> dict[str, Any]:
@@ -143,6 +208,7 @@ def resolve_run(cfg: RunConfig) -> ResolvedRun:
     """Fill in the KV pool, max_model_len, latency and CPU models for a config."""
     spec = get_model_spec(cfg.model)
     check_tp(spec, cfg.tp)
+    match = calibration_match(cfg)
     max_model_len = cfg.max_model_len or spec.max_position_embeddings
     blocks = cfg.num_gpu_blocks
     if blocks is None:
@@ -151,7 +217,7 @@ def resolve_run(cfg: RunConfig) -> ResolvedRun:
         opts = policy_options(cfg, blocks, max_model_len)
     except ValueError as exc:
         raise ValueError(f"{exc.args[0]}{_pool_hint(cfg, blocks, max_model_len)}") from None
-    return ResolvedRun(cfg, opts, blocks, max_model_len, make_latency(cfg), make_cpu_model(cfg))
+    return ResolvedRun(cfg, opts, blocks, max_model_len, make_latency(cfg), make_cpu_model(cfg), match)
 
 
 def check_config(config: RunConfig, label: str = "") -> None:
