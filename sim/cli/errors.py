@@ -1,8 +1,8 @@
 """How a command ends on bad input or a closed pipe: one line on stderr and a status, never a
-traceback. Bad input (a ConfigError, TraceError or OutputFolderError, raised wherever the value is first known to
-be wrong) prints `schedsim: error: <where>: <field>: <why> (got <value>)` and exits 2; output
-piped into a reader that stops early (`| head`) ends quietly with 141, as a shell tool killed by
-SIGPIPE does."""
+traceback. Bad input (a ConfigError, TraceError or OutputFolderError, raised wherever the value
+is first known to be wrong) prints `schedsim: error: <where>: <field>: <why> (got <value>)` and
+exits 2; output piped into a reader that stops early (`| head`) ends quietly with 141, as a shell
+tool killed by SIGPIPE does."""
 
 from __future__ import annotations
 
