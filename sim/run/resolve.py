@@ -10,6 +10,7 @@ from schedsim.latency import make_cpu_cost_model, make_latency_model
 from schedsim.latency.memory import kv_pool_blocks
 from schedsim.latency.specs import get_model_spec
 from schedsim.policies import get_policy_info, load_plugins, make_policy
+from schedsim.policies.routers import make_router
 from schedsim.run.config import RunConfig
 from schedsim.run.toml_config import ConfigError
 
@@ -120,5 +121,10 @@ def check_config(config: RunConfig, label: str = "config") -> None:
     try:
         resolved = resolve_run(config)
         make_policy(config.policy, **resolved.policy_options)
-    except (ValueError, KeyError) as exc:
+        if config.replicas > 1 or config.replica_overrides:
+            make_router(config.router, **config.router_options)
+            for i in range(len(config.replica_overrides)):
+                replica = resolve_run(config.replica_config(i))
+                make_policy(replica.config.policy, **replica.policy_options)
+    except (ValueError, KeyError, TypeError) as exc:
         raise ConfigError(f"{label}: {exc.args[0] if exc.args else exc}") from None
