@@ -90,7 +90,7 @@ table.round(3)
 
 # %%
 fig, axes = plt.subplots(1, len(ROUTERS), figsize=(4 * len(ROUTERS), 3), sharey=True)
-for ax, (name, r) in zip(axes, results.items()):
+for ax, (name, r) in zip(axes, results.items(), strict=True):
     load = r.load.pivot_table(index="time", columns="replica", values="outstanding", aggfunc="last")
     load.plot(ax=ax, legend=False, lw=0.8)
     ax.set_title(name)
