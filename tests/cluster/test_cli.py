@@ -81,3 +81,23 @@ def test_a_heterogeneous_fleet_from_toml(tmp_path: Path) -> None:
         ("h200", "vllm-async"),
         ("h100-sxm", "vllm"),
     ]
+
+
+def test_compare_and_sweep_take_the_cluster_keys(tmp_path: Path) -> None:
+    (tmp_path / "fleet4.toml").write_text('replicas = 4\nrouter = "least-outstanding"\n')
+    (tmp_path / "fleet2.toml").write_text('replicas = 2\nrouter = "power-of-two"\n')
+    out = cli(
+        "compare", "--variant", "fleet4.toml", "--variant", "fleet2.toml", "--max-requests", "40",
+        "--rate", "8", "--no-plots", "--no-progress", "--out", "c", cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    table = pd.read_parquet(tmp_path / "c" / "compare.parquet")
+    assert list(table["label"]) == ["fleet4", "fleet2"]
+    assert pd.read_parquet(tmp_path / "c" / "fleet4" / "routing.parquet")["replica"].nunique() == 4
+    out = cli(
+        "sweep", "--grid", "replicas=1,3", "--grid", "router=round-robin,least-kv", "--max-requests", "30",
+        "--rate", "8", "--workers", "1", "--no-progress", "--out", "s", cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    files = sorted(p.name for p in (tmp_path / "s").iterdir())
+    assert any(name.endswith(".parquet") for name in files), files
