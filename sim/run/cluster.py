@@ -102,7 +102,7 @@ def simulate_cluster(
     process = RouterProcess(
         env,
         stream,
-        rows,
+        rows.tolist(),
         replicas,
         router,
         _builder(prep, sessions),
