@@ -74,8 +74,10 @@ def test_a_heterogeneous_fleet_from_toml(tmp_path: Path) -> None:
             """
         )
     )
-    out = cli("run", "--config", "fleet.toml", "--no-plots", "--no-progress", "--out", "o", cwd=tmp_path)
+    out = cli("run", "--config", "fleet.toml", "--no-progress", "--out", "o", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
+    for png in ("replica_load.png", "routing_mix.png", "batch_kv.png"):
+        assert (tmp_path / "o" / png).stat().st_size > 0, png
     config = json.loads((tmp_path / "o" / "config.json").read_text())
     assert [(c["gpu"], c["policy"]) for c in config["replica_configs"]] == [
         ("h200", "vllm-async"),
