@@ -17,7 +17,7 @@ import simpy
 from schedsim.cluster.replica import Replica
 from schedsim.metrics.column import Column
 from schedsim.policies import Request
-from schedsim.policies.routers import Router, RouteRequest
+from schedsim.policies.routers import ReplicaView, Router, RouteRequest
 from schedsim.worlds.inputs import ARRIVAL, InputStream
 
 
@@ -81,7 +81,8 @@ class RouterProcess:
         if t is not None and t > self.until:
             t = None
         nxt = math.inf if t is None else t
-        return nxt if nxt <= self.next_scrape else self.next_scrape
+        nxt = nxt if nxt <= self.next_scrape else self.next_scrape
+        return None if nxt == math.inf else nxt
 
     def next_abort_poll_time(self) -> float | None:
         """When a replica's aborts-only poll must stop a fast-forward: the router's next action,
@@ -109,8 +110,8 @@ class RouterProcess:
             if t > env.now:
                 yield env.timeout(t - env.now)
             self.dispatch(t)
+        self.done = True  # past `until` nothing more is routed or read; the engines stop on their own
         if t is None:
-            self.done = True
             for rep in self.replicas:
                 rep.inbox.close()
 
@@ -153,7 +154,7 @@ class RouterProcess:
         rep.admit(row, request, target)
         rep.inbox.put_request(t, request)
 
-    def record(self, t: float, row: int, i: int, reason: str, views: Sequence[Any]) -> None:
+    def record(self, t: float, row: int, i: int, reason: str, views: Sequence[ReplicaView]) -> None:
         """The decision's row and the loads behind it."""
         log = self.log
         loads = [v.num_outstanding for v in views]

@@ -182,3 +182,12 @@ def test_a_heterogeneous_fleet_runs_each_replica_on_its_own_config() -> None:
     assert [c["policy"] for c in res.config["replica_configs"]] == ["vllm", "vllm-async"]
     with pytest.raises(ValueError, match=r"replica_overrides\[0\]: \['trace'\] cannot differ"):
         RunConfig(replicas=2, replica_overrides=[{"trace": "x"}])
+
+
+def test_a_fleet_stopped_at_max_sim_time_is_exact_and_routes_nothing_later() -> None:
+    on = simulate(mooncake(3, "least-kv", max_sim_time=8.0, scrape_interval_s=0.5))
+    off = simulate(mooncake(3, "least-kv", max_sim_time=8.0, scrape_interval_s=0.5, fast_forward=False))
+    for table in ("requests", "steps", "timeline", "routing", "load"):
+        assert parquet(on.tables()[table]) == parquet(off.tables()[table]), table
+    assert on.routing["time"].max() <= 8.0
+    assert (on.steps["schedule_time"] <= 8.0 + 1.0).all()
