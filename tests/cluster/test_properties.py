@@ -58,10 +58,18 @@ def test_routed_once_served_once_all_accounted(
 
 
 @SETTINGS
-@given(wl=workloads(), replicas=st.integers(2, 3), router=st.sampled_from(ROUTERS), seqs=st.integers(1, 4))
-def test_fast_forward_exact_in_any_fleet(wl: pd.DataFrame, replicas: int, router: str, seqs: int) -> None:
+@given(
+    wl=workloads(),
+    replicas=st.integers(2, 3),
+    router=st.sampled_from(ROUTERS),
+    seqs=st.integers(1, 4),
+    scrape=st.sampled_from([0.0, 0.02]),
+)
+def test_fast_forward_exact_in_any_fleet(
+    wl: pd.DataFrame, replicas: int, router: str, seqs: int, scrape: float
+) -> None:
     wl = wl.assign(output_tokens=wl["output_tokens"] * 5)  # long enough decodes to jump
-    kw = {"replicas": replicas, "router": router}
+    kw = {"replicas": replicas, "router": router, "scrape_interval_s": scrape}
     on = simulate(small_config("vllm-async", "auto", 60, seqs, 0, **kw), workload=wl)
     off = simulate(small_config("vllm-async", "auto", 60, seqs, 0, fast_forward=False, **kw), workload=wl)
     for name in ("requests", "steps", "timeline", "routing", "load"):
