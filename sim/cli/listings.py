@@ -1,4 +1,4 @@
-"""`schedsim policies`, `schedsim models`, `schedsim gpus`: what a run can name."""
+"""`schedsim policies`, `schedsim routers`, `schedsim models`, `schedsim gpus`: what a run can name."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from typing import Any
 
 from schedsim.latency import get_gpu_spec, get_model_spec, list_gpu_specs, list_model_specs
 from schedsim.policies import list_policies, load_plugins
+from schedsim.policies.routers import list_routers
 
 
 def add_parsers(sub: Any) -> None:
-    """Register the three listings."""
+    """Register the listings."""
     p = sub.add_parser("policies", help="list registered policies (and those of --plugin modules)")
     p.add_argument(
         "--plugin",
@@ -21,6 +22,16 @@ def add_parsers(sub: Any) -> None:
         help="modules to import first (their import registers policies)",
     )
     p.set_defaults(func=cmd_policies)
+    p = sub.add_parser("routers", help="list registered cluster routers (and those of --plugin modules)")
+    p.add_argument(
+        "--plugin",
+        dest="plugins",
+        nargs="*",
+        default=[],
+        metavar="MODULE",
+        help="modules to import first (their import registers routers)",
+    )
+    p.set_defaults(func=cmd_routers)
     sub.add_parser("models", help="list shipped model specs").set_defaults(func=cmd_models)
     sub.add_parser("gpus", help="list shipped GPU specs").set_defaults(func=cmd_gpus)
 
@@ -34,6 +45,16 @@ def cmd_policies(args: argparse.Namespace) -> int:
         print(f"{info.name:<{width}}  {info.description}")
     if not infos:
         print("no policies registered")
+    return 0
+
+
+def cmd_routers(args: argparse.Namespace) -> int:
+    """One line per registered router."""
+    load_plugins(args.plugins)
+    infos = list_routers()
+    width = max((len(i.name) for i in infos), default=0)
+    for info in infos:
+        print(f"{info.name:<{width}}  {info.description}")
     return 0
 
 

@@ -57,9 +57,11 @@ def write_run(result: Any, out: Path, plots: bool = True, worker: Any = None) ->
             write_json(out / name, data)
             written.append(out / name)
         if plots:
-            from schedsim.outputs.plots import write_run_plots  # matplotlib, only when plotting
+            from schedsim.outputs.cluster_plots import write_cluster_plots  # matplotlib, only when plotting
+            from schedsim.outputs.plots import write_run_plots
 
             written += write_run_plots(result, out, remote)
+            written += write_cluster_plots(result, out)
         return tables.result() + written
 
 

@@ -10,6 +10,27 @@ from schedsim.run.fieldtypes import check_instance
 
 ENGINE_MODES = ("auto", "sync", "async")
 SPEC_METHODS = ("draft_model", "ngram")
+# what may differ between the replicas of a cluster (the workload and its block hashes may not)
+REPLICA_FIELDS = (
+    "policy",
+    "policy_options",
+    "engine",
+    "batch_queue_depth",
+    "model",
+    "gpu",
+    "tp",
+    "latency_model",
+    "cpu_cost_scale",
+    "latency_calibration",
+    "cpu_cost_file",
+    "num_gpu_blocks",
+    "gpu_memory_utilization",
+    "max_num_seqs",
+    "max_num_batched_tokens",
+    "enable_prefix_caching",
+    "enable_chunked_prefill",
+    "scheduling_policy",
+)
 
 
 def _f(default: Any, help: str, **kw: Any) -> Any:
@@ -138,6 +159,18 @@ class RunConfig:
     slo_e2el_ms: float | None = _f(None, "end-to-end latency SLO for goodput (None: not constrained)")
     record_itl: bool = _f(False, "also build the long per-token table RunResult.itl")
     max_sim_time: float | None = _f(None, "stop the simulation at this simulated time in s (None: run out)")
+    # ---- cluster ----
+    replicas: int = _f(1, "engine replicas behind the router (1: a single engine, no router)")
+    router: str = _f("round-robin", "registered router name (see `schedsim routers`), for replicas > 1")
+    router_options: dict[str, Any] = _f({}, "extra keyword options for the router's config")
+    scrape_interval_s: float = _f(
+        0.0, "the router reads replica metrics every this many s (0: live at each arrival)"
+    )
+    replica_overrides: list[dict[str, Any]] = _f(
+        [],
+        "per-replica settings for a heterogeneous fleet: entry i overrides fields of replica i "
+        f"(any of {', '.join(REPLICA_FIELDS)})",
+    )
     # ---- simulator ----
     fast_forward: bool = _f(
         True,
@@ -162,9 +195,33 @@ class RunConfig:
             )
         if not isinstance(self.policy_options, dict):
             raise ValueError("RunConfig.policy_options must be a mapping of option name to value")
+        self._check_cluster()
         for rid, t in self.abort_times.items():
             if not isinstance(t, (int, float)) or t < 0:
                 raise ValueError(f"RunConfig.abort_times[{rid!r}] must be a time >= 0, got {t!r}")
+
+    def _check_cluster(self) -> None:
+        """Replica count, router knobs and per-replica overrides."""
+        if not isinstance(self.replicas, int) or self.replicas < 1:
+            raise ValueError(f"RunConfig.replicas must be an integer >= 1, got {self.replicas!r}")
+        if not isinstance(self.router_options, dict):
+            raise ValueError("RunConfig.router_options must be a mapping of option name to value")
+        if not self.scrape_interval_s >= 0:
+            raise ValueError(f"RunConfig.scrape_interval_s must be >= 0, got {self.scrape_interval_s!r}")
+        if len(self.replica_overrides) > self.replicas:
+            raise ValueError(
+                f"RunConfig.replica_overrides has {len(self.replica_overrides)} entries for "
+                f"{self.replicas} replicas"
+            )
+        for i, entry in enumerate(self.replica_overrides):
+            if not isinstance(entry, dict):
+                raise ValueError(f"RunConfig.replica_overrides[{i}] must be a table of field = value")
+            bad = sorted(set(entry) - set(REPLICA_FIELDS))
+            if bad:
+                raise ValueError(
+                    f"RunConfig.replica_overrides[{i}]: {bad} cannot differ between replicas; "
+                    f"allowed: {', '.join(REPLICA_FIELDS)}"
+                )
 
     def _check_positive(self) -> None:
         """Counts that must be >= 1 (optional ones only when given)."""
@@ -220,6 +277,11 @@ class RunConfig:
             raise ValueError(f"RunConfig.spec_method must be one of {SPEC_METHODS}, got {self.spec_method!r}")
         if self.draft_model is not None and (self.spec_method != "draft_model" or not self.num_spec_tokens):
             raise ValueError("RunConfig.draft_model needs num_spec_tokens > 0 and spec_method 'draft_model'")
+
+    def replica_config(self, index: int) -> RunConfig:
+        """Replica `index`'s own config in a cluster: this one with that replica's overrides."""
+        over = self.replica_overrides[index] if index < len(self.replica_overrides) else {}
+        return dataclasses.replace(self, replicas=1, replica_overrides=[], **over)
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as plain JSON-ready data."""

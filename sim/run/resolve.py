@@ -11,6 +11,7 @@ from schedsim.latency.factory import read_calibration
 from schedsim.latency.memory import kv_pool_blocks
 from schedsim.latency.specs import ModelSpec, get_gpu_spec, get_model_spec
 from schedsim.policies import get_policy_info, load_plugins, make_policy
+from schedsim.policies.routers import make_router
 from schedsim.policies.trtllm import TrtllmConfig
 from schedsim.policies.vllm import VllmConfig
 from schedsim.run.config import RunConfig
@@ -226,6 +227,11 @@ def check_config(config: RunConfig, label: str = "") -> None:
     try:
         resolved = resolve_run(config)
         make_policy(config.policy, **resolved.policy_options)
+        if config.replicas > 1 or config.replica_overrides:
+            make_router(config.router, **config.router_options)
+            for i in range(len(config.replica_overrides)):
+                replica = resolve_run(config.replica_config(i))
+                make_policy(replica.config.policy, **replica.policy_options)
     except (ValueError, KeyError, TypeError) as exc:
         text = exc.args[0] if exc.args else exc
         raise ConfigError(f"{label}: {text}" if label else str(text)) from None

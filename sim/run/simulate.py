@@ -15,12 +15,14 @@ from schedsim.metrics.recorder import MetricsRecorder
 from schedsim.metrics.summary import Slo, summarize
 from schedsim.metrics.tables import itl_table, requests_table, steps_table, timeline_table
 from schedsim.policies import HasRunCounters, Policy, Request, SupportsFastForward, make_policy
+from schedsim.run.cluster import is_cluster, simulate_cluster
 from schedsim.run.config import RunConfig
 from schedsim.run.memory import pin_mmap_threshold, release_unused
 from schedsim.run.resolve import make_draft_latency, resolve_run
 from schedsim.run.result import RunResult
 from schedsim.run.workload import PreparedWorkload, load, prepare, select
 from schedsim.worlds.executor import SimExecutor
+from schedsim.worlds.inbox import Inbox
 from schedsim.worlds.inputs import InputStream
 from schedsim.worlds.oracle import WorkloadOracle
 from schedsim.worlds.simpy_world import SimWorld
@@ -38,7 +40,11 @@ def simulate(
     wall0 = time.perf_counter()
     pin_mmap_threshold()  # long runs: columns grow in place, no heap fragmentation
     resolved = resolve_run(cfg)
-    prep = prepare(load(cfg) if workload is None else select(workload, cfg), cfg, resolved.max_model_len)
+    df = load(cfg) if workload is None else select(workload, cfg)
+    prep = prepare(df, cfg, resolved.max_model_len)
+    if is_cluster(cfg):
+        return simulate_cluster(cfg, df, prep, build_sim_run, build_result, check_invariants=check_invariants)
+    del df
     release_unused()  # the run keeps only the prepared columns
     run = build_sim_run(
         cfg,
@@ -90,11 +96,13 @@ def build_sim_run(
     prep: PreparedWorkload,
     requests: Sequence[Request] | None = None,
     check_invariants: bool = False,
+    inbox: Inbox | None = None,
 ) -> SimRun:
     """Policy, oracle, engine, executor, world and recorder for a prepared workload.
 
     Requests are built when they arrive (a million-request replay never holds them all), unless
-    ready-made `requests` (one per workload row) are given.
+    ready-made `requests` (one per workload row) are given. With an `inbox` (a cluster's replica)
+    the engine's inputs are what a router sends it, in the inbox's environment.
     """
     policy = make_policy(cfg.policy, **policy_options)
     oracle = WorkloadOracle(
@@ -115,10 +123,14 @@ def build_sim_run(
         draft_latency_model=make_draft_latency(cfg),
         num_spec_tokens=cfg.num_spec_tokens,
     )
-    inputs = InputStream(prep.columns.arrival[rows], prep.aborts, make=prep.request)
-    world = SimWorld(engine, executor, cpu_model, inputs, until=cfg.max_sim_time, jump=jump)
-    metrics = MetricsRecorder(policy, prep.columns, world.clock, record_itl=cfg.record_itl)
-    inputs.make = _arrival_factory(prep, rows, oracle, metrics, requests)
+    if inbox is not None:  # the router admits each request it sends here
+        world = SimWorld(engine, executor, cpu_model, inbox, until=cfg.max_sim_time, jump=jump, env=inbox.env)
+        metrics = MetricsRecorder(policy, prep.columns, world.clock, record_itl=cfg.record_itl)
+    else:
+        inputs = InputStream(prep.columns.arrival[rows], prep.aborts, make=prep.request)
+        world = SimWorld(engine, executor, cpu_model, inputs, until=cfg.max_sim_time, jump=jump)
+        metrics = MetricsRecorder(policy, prep.columns, world.clock, record_itl=cfg.record_itl)
+        inputs.make = _arrival_factory(prep, rows, oracle, metrics, requests)
     engine.observer = world.metrics = metrics
     return SimRun(policy, engine, world, metrics, depth, jump)
 

@@ -7,6 +7,11 @@ or later when a deferred sample holds the GPU); a WaitStep sleeps until that end
 the GPU idles while the CPU works, and with a batch queue the CPU works while the GPU runs. A Jump
 is answered by the world's `jump` hook (the exact fast-forward of `schedsim.fastforward`, which
 the run plugs in), or by "no steps jumped".
+
+In a cluster, several worlds share one SimPy environment and each engine's inputs are an `Inbox`
+the router process feeds. The engine then lets SimPy catch up to its own clock before every poll
+(so every arrival due by then has been routed, and the router saw every replica as it was at the
+arrival), and an idle engine waits on its inbox instead of on a known next arrival.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from schedsim.engine.waits import (
 from schedsim.metrics.column import Column
 from schedsim.metrics.recorder import KIND_CODES, MetricsRecorder
 from schedsim.worlds.executor import SimExecutor, SimStep
+from schedsim.worlds.inbox import Inbox
 from schedsim.worlds.inputs import InputStream
 
 # each CPU phase's timeline kind code
@@ -53,15 +59,20 @@ class SimWorld:
         engine: Engine,
         executor: SimExecutor,
         cpu_model: Any,
-        inputs: InputStream,
+        inputs: InputStream | Inbox,
         metrics: MetricsRecorder | None = None,
         until: float | None = None,
         on_progress: Callable[[int], None] | None = None,
         jump: Callable[[SimWorld], int] | None = None,
+        env: simpy.Environment | None = None,
     ) -> None:
-        self.env = simpy.Environment(initial_time=min(0.0, inputs.next_time() or 0.0))
+        if env is None:
+            env = simpy.Environment(initial_time=min(0.0, inputs.next_time() or 0.0))
+        self.env = env
         self.engine, self.executor, self.cpu_model = engine, executor, cpu_model
         self.inputs, self.metrics = inputs, metrics
+        # a cluster's replica: inputs come from the router process through an inbox
+        self.inbox: Inbox | None = inputs if isinstance(inputs, Inbox) else None
         self.until = math.inf if until is None else until
         self.on_progress = on_progress
         self.cpu_now = self.env.now
@@ -78,6 +89,11 @@ class SimWorld:
         """Run until the engine loop ends (or until a wait would end after `until`)."""
         self.env.run(until=self.env.process(self._process()))
 
+    def start(self) -> Any:
+        """Register the engine's process without running the environment (a cluster's replica:
+        the environment runs once every replica and the router are registered)."""
+        return self.env.process(self._process())
+
     def _process(self) -> Any:
         """The engine's SimPy process: the loop, then the clock caught up."""
         yield from self._drive()
@@ -92,6 +108,12 @@ class SimWorld:
         """
         env = self.env
         if t > env.now and env.peek() <= t:
+            yield env.timeout(t - env.now)
+
+    def _sync(self, t: float) -> Any:
+        """Let every other process act up to time t first (a cluster's replica, before it polls)."""
+        env = self.env
+        if env.peek() <= t:
             yield env.timeout(t - env.now)
 
     def _catch_up(self) -> Any:
@@ -134,11 +156,31 @@ class SimWorld:
                 self.cpu_now = t
                 value = self.executor.collect(h)
             elif isinstance(wait, PollInputs):
+                if self.inbox is not None:
+                    yield from self._sync(self.cpu_now)
                 value = self.inputs.take(self.cpu_now, wait.aborts_only)
             elif isinstance(wait, Jump):
                 value = self.jump(self) if self.jump is not None else 0
             elif isinstance(wait, Sample):
                 self._release(wait.handle)
+            elif isinstance(wait, WaitArrival) and self.inbox is not None:
+                inbox = self.inbox
+                due = inbox.next_pending()
+                while due is None:  # idle: wait until the router sends something, or never will
+                    event = inbox.wait_event()
+                    if event is None:
+                        break
+                    yield event
+                    if self.env.now > self.cpu_now:
+                        self.cpu_now = self.env.now
+                    due = inbox.next_pending()
+                if due is not None:
+                    t = due if due > self.cpu_now else self.cpu_now
+                    if t > until:
+                        return
+                    yield from self._sync(t)
+                    self.cpu_now = t
+                    value = inbox.take(t)
             elif isinstance(wait, WaitArrival):
                 due = self.inputs.next_time()
                 if due is not None:

@@ -10,8 +10,8 @@ from schedsim.outputs.notebooks import execute_notebook, notebook_html
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.py"))
 
 
-def test_the_five_notebooks_are_there() -> None:
-    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05"]
+def test_the_notebooks_are_there() -> None:
+    assert [p.name[:2] for p in NOTEBOOKS] == ["01", "02", "03", "04", "05", "06"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

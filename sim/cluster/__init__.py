@@ -1,0 +1,12 @@
+"""The cluster layer: many replicas in one SimPy environment, and the router process in front.
+
+| module | owns |
+|--------|------|
+| `replica.py` | one replica: its world and inbox; what a router observes of it |
+| `routing.py` | the router process: arrivals and aborts in time order, each routed once, decisions logged |
+| `tables.py` | the cluster's tables: routing decisions, per-replica load over time, the merged tables |
+
+Each replica is a `schedsim.worlds.simpy_world.SimWorld` sharing the environment; its inputs are an
+`Inbox` the router process feeds. Imports the worlds, metrics, engine and policies (routers
+included), never the run layer above it.
+"""
