@@ -129,6 +129,7 @@ def test_counts_print_as_integers() -> None:
     table = pd.DataFrame(
         {
             "label": ["a", "b"],
+            "policy": ["vllm", "vllm"],
             "num_steps": [65300, 68810],
             "num_requests": [3000, 3000],
             "p99_ttft_ms": [1.5, 2.5],
