@@ -94,7 +94,7 @@ def test_compare_and_sweep_take_the_cluster_keys(tmp_path: Path) -> None:
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
     table = pd.read_parquet(tmp_path / "c" / "compare.parquet")
-    assert list(table["label"]) == ["fleet4", "fleet2"]
+    assert list(table["label"]) == ["vllm-async", "fleet4", "fleet2"]  # the base run first
     assert pd.read_parquet(tmp_path / "c" / "fleet4" / "routing.parquet")["replica"].nunique() == 4
     out = cli(
         "sweep", "--grid", "replicas=1,3", "--grid", "router=round-robin,least-kv", "--max-requests", "30",
