@@ -131,8 +131,13 @@ def _module_file(dotted: str) -> Path | None:
     return None
 
 
+ENTRY_POINT_GROUPS = {"schedsim.routers"}  # plugin groups named like modules (pyproject entry points)
+
+
 def _resolves(dotted: str) -> bool:
     """The longest module prefix exists and the next part, if any, is a top-level name of it."""
+    if dotted in ENTRY_POINT_GROUPS:
+        return True
     parts = dotted.split(".")
     for cut in range(len(parts), 0, -1):
         source = _module_file(".".join(parts[:cut]))
@@ -466,7 +471,7 @@ HISTORY = {
 # the word "session" where the code means one: a multi-turn workload's users, an engine feature
 SESSION_TERMS = re.compile(
     r"session_id|multi-turn session|session classes|session radix cache|resumable sessions|"
-    r"gptSessionBenchmark|Session ID",
+    r"gptSessionBenchmark|Session ID|session-affinity|a session's requests|new sessions",
     re.I,
 )
 
