@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -175,7 +176,7 @@ def validate(
     grid: Any = None,
     full_trace: bool = False,
     progress: bool = False,
-    announce: Any = None,
+    announce: Callable[[str], None] | None = None,
     repeats: int = RETIME_REPEATS,
 ) -> ValidationReport:
     """Run the workload for real; time a calibration grid covering its shapes (or the given grid)
