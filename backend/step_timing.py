@@ -9,7 +9,7 @@ when even the two best runs of the same step disagree, its minimum cannot be tru
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,18 +87,25 @@ class ShapeTimes:
         return (two[1] - two[0]) / two[0]
 
 
-def time_shapes(executor: RealExecutor, shapes: Sequence[Shape], repeats: int) -> ShapeTimes:
-    """Run every shape once untimed, then `repeats` interleaved timed passes (see the module doc)."""
+def time_shapes(
+    executor: RealExecutor, shapes: Sequence[Shape], repeats: int, on_pass: Callable[[], None] | None = None
+) -> ShapeTimes:
+    """Run every shape once untimed, then `repeats` interleaved timed passes (see the module doc);
+    `on_pass` is called after each of the repeats + 1 passes (a progress bar)."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     cache, vocab = executor.cache, executor.model.cfg.vocab_size
     plans = [shape_plan(s, cache.block_size, cache.num_blocks, vocab) for s in shapes]
     first = [_run(executor, plan, requests)[0] for plan, requests in plans]
+    if on_pass is not None:
+        on_pass()
     order = [int(i) for i in np.argsort(first, kind="stable")]
     runs = np.zeros((3, repeats, len(plans)))
     for rep in range(repeats):
         for i in order if rep % 2 == 0 else order[::-1]:
             runs[:, rep, i] = _run(executor, *plans[i])
+        if on_pass is not None:
+            on_pass()
     return ShapeTimes(runs[0], np.median(runs[1], axis=0), np.median(runs[2], axis=0))
 
 

@@ -24,7 +24,7 @@ from schedsim.latency.base import StepShape
 from schedsim.latency.fitted import FEATURES, FittedStepModel, fit_step_model, steps_frame
 from schedsim.policies import Request
 from schedsim.run.config import RunConfig
-from schedsim.run.real import RealResolved, make_executor, run_real
+from schedsim.run.real import RealResolved, make_executor, progress_bar, run_real
 from schedsim.run.resolve import make_cpu_model
 from schedsim.run.result import RunResult
 from schedsim.run.simulate import build_result, build_sim_run
@@ -138,7 +138,9 @@ def beyond_grid(steps: pd.DataFrame, bounds: dict[str, float]) -> int:
     return int(over.sum())
 
 
-def measure(executor: Any, grid: Any, shapes: list[StepShape], repeats: int) -> tuple[pd.DataFrame, Any]:
+def measure(
+    executor: Any, grid: Any, shapes: list[StepShape], repeats: int, progress: bool = False
+) -> tuple[pd.DataFrame, Any]:
     """The calibration table of the grid and the timings of every step the run took, measured in the
     same interleaved passes (so a change of load between the two cannot bias one against the other)."""
     from schedsim.backend.calibrate import grid_shape, grid_table  # torch: imported only for real runs
@@ -147,7 +149,11 @@ def measure(executor: Any, grid: Any, shapes: list[StepShape], repeats: int) -> 
     keys = [(tuple(s.prefills), tuple(c for c, _ in s.decodes)) for s in shapes]
     distinct = list(dict.fromkeys(keys))
     grid_shapes = grid.shapes()
-    times = time_shapes(executor, [grid_shape(g) for g in grid_shapes] + distinct, repeats)
+    bar = progress_bar(repeats + 1, progress, f"timing {len(grid_shapes) + len(distinct)} shapes", "pass")
+    with bar:
+        times = time_shapes(
+            executor, [grid_shape(g) for g in grid_shapes] + distinct, repeats, lambda: bar.update(1)
+        )
     index = {k: len(grid_shapes) + i for i, k in enumerate(distinct)}
     return grid_table(grid_shapes, times.columns(slice(0, len(grid_shapes)))), times.columns(
         [index[k] for k in keys]
@@ -197,7 +203,7 @@ def validate(
         )
         shapes = real.extra["step_shapes"]
         grid = grid or grid_covering(shapes, executor.model.cfg.max_position_embeddings, repeats)
-        table, retimed = measure(executor, grid, shapes, repeats)
+        table, retimed = measure(executor, grid, shapes, repeats, progress)
         timing = executor.timing_method()
     finally:
         executor.close()

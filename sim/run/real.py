@@ -80,12 +80,12 @@ class RealRun:
     depth: int
 
 
-def progress_bar(total: int, enabled: bool) -> Any:
-    """A requests-done bar on stderr, shown only when asked and stderr is a terminal."""
+def progress_bar(total: int, enabled: bool, desc: str = "real backend", unit: str = "req") -> Any:
+    """A progress bar on stderr, shown only when asked and stderr is a terminal."""
     return tqdm(
         total=total,
-        unit="req",
-        desc="real backend",
+        unit=unit,
+        desc=desc,
         mininterval=0.5,
         file=sys.stderr,
         disable=not (enabled and sys.stderr.isatty()),
