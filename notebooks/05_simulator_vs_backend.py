@@ -87,7 +87,7 @@ if HAVE_TORCH:
             cfg,
             workload,
             {"model": MODEL, "cpu_worker_thread": policy == "vllm-async"},
-            repeats=2 if SMOKE else 4,
+            repeats=2 if SMOKE else 6,
         )
 else:
     reports = {}

@@ -29,9 +29,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--repeats",
         type=int,
-        default=4,
+        default=6,
         help="timed repeats of every calibration shape and of every step of the run, interleaved; "
-        "a step's time is their minimum (default: 4)",
+        "a step's time is their minimum (default: 6)",
     )
 
 

@@ -35,7 +35,7 @@ _WORKLOAD_FIELDS = tuple(f.name for f in dataclasses.fields(Request))[
     : [f.name for f in dataclasses.fields(Request)].index("status")
 ]
 NOISE_LIMIT = 0.10  # a step's two fastest repeats disagreeing by more cannot judge a 10 % step error
-RETIME_REPEATS = 4  # timed re-runs of each calibration shape and of each step of the real run
+RETIME_REPEATS = 6  # timed re-runs of each calibration shape and of each step of the real run
 
 
 @dataclass
