@@ -1,20 +1,28 @@
 """Step-time measurements of the real backend over a grid of step shapes, in the CSV form that
 `schedsim calibrate --steps` fits (step_time_s, prefill_tokens, decode_count, sum_context,
-sum_context_sq). step_time_s is device time only, as in a replay; the host's share of each step
-(packing inputs, enqueueing kernels) is reported beside it."""
+sum_context_sq). step_time_s is device time only, as in a replay, and the minimum over interleaved
+repeats (`step_timing`); the host's share of each step (packing inputs, enqueueing kernels) is
+reported beside it."""
 
 from __future__ import annotations
 
 import itertools
-import statistics
-import time
 from dataclasses import dataclass
 
 import pandas as pd
-from schedsim.policies.plan import StepPlan
-from schedsim.policies.request import Request
 
 from .executor import RealExecutor
+from .step_timing import Shape, ShapeTimes, time_shapes
+
+
+def _ladder(top: int, start: int, factor: int) -> tuple[int, ...]:
+    """start, start*factor, ... below top, then top itself (empty when top < 1)."""
+    out: list[int] = []
+    v = start
+    while v < top:
+        out.append(v)
+        v *= factor
+    return (*out, top) if top >= 1 else ()
 
 
 @dataclass(frozen=True)
@@ -26,6 +34,8 @@ class CalibrationGrid:
     num_decodes: tuple[int, ...] = (0, 1, 4, 16)
     decode_context: tuple[int, ...] = (32, 256)
     repeats: int = 3
+    max_context: int | None = None  # skip shapes whose prefill or decodes reach past this many tokens
+    max_mixed_prefill: int | None = None  # prefill chunks above this size are timed without decodes
 
     def __post_init__(self) -> None:
         """Reject empty or negative axes, naming the field."""
@@ -35,6 +45,27 @@ class CalibrationGrid:
                 raise ValueError(f"CalibrationGrid.{name} must be a non-empty tuple of values >= 0")
         if self.repeats < 1:
             raise ValueError(f"CalibrationGrid.repeats must be >= 1, got {self.repeats}")
+        for name in ("max_context", "max_mixed_prefill"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"CalibrationGrid.{name} must be None or >= 1, got {value}")
+
+    @classmethod
+    def covering(
+        cls, max_prefill: int, max_context: int, max_decodes: int, repeats: int = 4
+    ) -> CalibrationGrid:
+        """A grid whose shapes span a workload's: prefill chunks up to max_prefill tokens (over no
+        context, or half the longest context), up to max_decodes decodes of up to max_context
+        tokens each; mixed steps pair the decodes with chunks up to 256 tokens."""
+        return cls(
+            prefill_tokens=(0, *_ladder(max(max_prefill, 1), 16, 4)),
+            prefill_context=(0, max_context // 2) if max_context >= 64 else (0,),
+            num_decodes=(0, *_ladder(max(max_decodes, 1), 1, 2)),
+            decode_context=_ladder(max(max_context - 1, 1), 16, 8),
+            repeats=repeats,
+            max_context=max_context,
+            max_mixed_prefill=256,
+        )
 
     def shapes(self) -> list[tuple[int, int, int, int]]:
         """(prefill tokens, prefill context, decodes, decode context), skipping empty steps and
@@ -43,81 +74,61 @@ class CalibrationGrid:
         for p, pc, d, dc in itertools.product(
             self.prefill_tokens, self.prefill_context, self.num_decodes, self.decode_context
         ):
-            if p or d:
-                out.add((p, pc if p else 0, d, dc if d else 0))
+            if not (p or d):
+                continue
+            if self.max_context is not None and (p + pc > self.max_context or dc + 1 > self.max_context):
+                continue
+            if p and d and self.max_mixed_prefill is not None and p > self.max_mixed_prefill:
+                continue
+            out.add((p, pc if p else 0, d, dc if d else 0))
         return sorted(out)
 
+    def bounds(self) -> dict[str, float]:
+        """The largest value of each step feature over the grid (beyond them a model extrapolates)."""
+        rows = [grid_row(s) for s in self.shapes()]
+        keys = ("prefill_tokens", "decode_count", "sum_context", "sum_context_sq")
+        return {k: float(max((r[k] for r in rows), default=0)) for k in keys}
 
-def _shape_plan(
-    shape: tuple[int, int, int, int], block_size: int, vocab: int, step: int
-) -> tuple[StepPlan, dict[str, Request]]:
-    """A plan with fresh requests of the given shape, on consecutive blocks from block 1."""
+
+def grid_shape(shape: tuple[int, int, int, int]) -> Shape:
+    """A grid shape in `step_timing`'s form."""
     p, pc, d, dc = shape
-    parts = ([("p", pc, p)] if p else []) + [(f"d{i}", dc, 1) for i in range(d)]
-    plan = StepPlan(step_id=step)
-    requests: dict[str, Request] = {}
-    next_block = 1
-    for rid, ctx, n in parts:
-        total = ctx + n
-        num_blocks = -(-total // block_size)
-        prompt = [(31 * k + len(rid)) % (vocab - 3) + 3 for k in range(total)]
-        requests[rid] = Request(rid, 0.0, total, 1, prompt_token_ids=prompt)
-        plan.num_scheduled_tokens[rid] = n
-        plan.context_lens[rid] = ctx
-        plan.block_ids[rid] = list(range(next_block, next_block + num_blocks))
-        plan.new_req_ids.append(rid)
-        next_block += num_blocks
-    plan.total_num_scheduled_tokens = sum(n for _, _, n in parts)
-    return plan, requests
+    return (((p, pc),) if p else ()), (dc,) * d
 
 
-@dataclass(frozen=True)
-class StepTiming:
-    """One timed step: device seconds (the figure the latency model fits) and the host's parts."""
-
-    device_s: float
-    host_prepare_s: float
-    host_enqueue_s: float
-
-
-def _time_step(executor: RealExecutor, plan: StepPlan, requests: dict[str, Request]) -> StepTiming:
-    """Time one step: the device from after its inputs were packed, the host apart (so a synchronous
-    calibration and an asynchronous replay measure the same thing)."""
-    t0 = time.perf_counter()
-    handle = executor.launch(plan, requests)
-    executor.collect(handle)
-    wall = time.perf_counter() - t0
-    executor.states.clear()
-    return StepTiming(handle.device_seconds or wall, handle.host_prepare_s, handle.host_enqueue_s)
+def grid_row(shape: tuple[int, int, int, int]) -> dict[str, int]:
+    """The step features of one grid shape, as the calibration table holds them."""
+    p, pc, d, dc = shape
+    return {
+        "prefill_tokens": p,
+        "decode_count": d,
+        "sum_context": (p + pc) + d * (dc + 1),
+        "sum_context_sq": (p + pc) ** 2 - pc**2,
+        "prefill_context": pc,
+        "decode_context": dc,
+    }
 
 
 def measure_steps(executor: RealExecutor, grid: CalibrationGrid | None = None) -> pd.DataFrame:
-    """One row per shape: median device time and host parts over `repeats` runs (after one untimed)."""
+    """One row per shape: device time (minimum over `repeats` interleaved runs, after one untimed),
+    its median and the gap between its two fastest runs (noise), and the host parts' medians."""
     grid = grid or CalibrationGrid()
-    cache, vocab = executor.cache, executor.model.cfg.vocab_size
-    rows: list[dict[str, float]] = []
-    for shape in grid.shapes():
-        p, pc, d, dc = shape
-        need = (-(-(p + pc) // cache.block_size) if p else 0) + d * -(-(dc + 1) // cache.block_size)
-        if need >= cache.num_blocks:
-            raise ValueError(
-                f"shape {shape} needs {need} KV blocks, the cache has {cache.num_blocks - 1}; "
-                "raise num_blocks or shrink the grid"
-            )
-        plan, requests = _shape_plan(shape, cache.block_size, vocab, len(rows))
-        _time_step(executor, plan, requests)
-        times = [_time_step(executor, plan, requests) for _ in range(grid.repeats)]
-        rows.append(
-            {
-                "step_time_s": statistics.median(t.device_s for t in times),
-                "host_prepare_s": statistics.median(t.host_prepare_s for t in times),
-                "host_enqueue_s": statistics.median(t.host_enqueue_s for t in times),
-                "prefill_tokens": p,
-                "decode_count": d,
-                "sum_context": (p + pc) + d * (dc + 1),
-                "sum_context_sq": (p + pc) ** 2 - pc**2,
-                "prefill_context": pc,
-                "decode_context": dc,
-            }
-        )
+    shapes = grid.shapes()
+    return grid_table(shapes, time_shapes(executor, [grid_shape(s) for s in shapes], grid.repeats))
+
+
+def grid_table(shapes: list[tuple[int, int, int, int]], times: ShapeTimes) -> pd.DataFrame:
+    """The calibration table of grid shapes from their timings (`measure_steps`' rows)."""
+    best, median, noise = times.best_s, times.median_s, times.top_two_gap()
+    rows = [
+        {
+            "step_time_s": float(best[i]),
+            "step_time_median_s": float(median[i]),
+            "repeat_gap": float(noise[i]),
+            "host_prepare_s": float(times.host_prepare_s[i]),
+            "host_enqueue_s": float(times.host_enqueue_s[i]),
+            **grid_row(shape),
+        }
+        for i, shape in enumerate(shapes)
+    ]
     return pd.DataFrame(rows)

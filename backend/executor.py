@@ -6,7 +6,10 @@ tensor on the device, the forward and sampling run on the compute stream, and th
 back on a copy stream into pinned memory with an event that `collect` waits on. On a CPU the same
 steps run in order, either inline or on one worker thread that plays the device (so scheduling
 overlaps compute, as with a GPU). Each handle keeps host and device time apart: `host_prepare_s`
-(plan to packed inputs), `host_enqueue_s` (issuing the device work) and `device_seconds`.
+(plan to packed inputs), `host_enqueue_s` (issuing the device work) and `device_seconds`. On a CPU,
+`device_seconds` is by default the CPU time of the thread that ran the forward (`time.thread_time`),
+with one torch intra-op thread: time the process spends descheduled while other processes run does
+not count, and no torch worker threads spin against them.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from .model import LlamaModel
 from .sampling import SamplingConfig, sample
 from .weights import build_model, load_checkpoint
 
+CPU_CLOCKS = ("thread", "wall")
+
 
 @dataclass
 class ExecutorConfig:
@@ -46,7 +51,8 @@ class ExecutorConfig:
     seed: int = 0  # random weights
     sampling: SamplingConfig = field(default_factory=SamplingConfig)
     cpu_worker_thread: bool = False  # CPU only: run device work on a worker thread
-    cpu_threads: int = 0  # CPU only: torch intra-op threads (0 = torch's default)
+    cpu_threads: int = 1  # CPU only: torch intra-op threads (0 = torch's default; 1 keeps timing clean)
+    cpu_clock: str = "thread"  # CPU only: device_seconds from thread CPU time (thread) or the wall clock
 
     def __post_init__(self) -> None:
         """Reject unknown choices, naming the field."""
@@ -59,6 +65,8 @@ class ExecutorConfig:
                 self.dtype = canonical_dtype(self.dtype)
             except ValueError as exc:
                 raise ValueError(f"ExecutorConfig.dtype: {exc}") from None
+        if self.cpu_clock not in CPU_CLOCKS:
+            raise ValueError(f"ExecutorConfig.cpu_clock must be one of {CPU_CLOCKS}, got {self.cpu_clock!r}")
         if self.cpu_threads < 0:
             raise ValueError(f"ExecutorConfig.cpu_threads must be >= 0, got {self.cpu_threads}")
         if self.block_size < 1 or self.num_blocks < 2:
@@ -82,7 +90,9 @@ class StepHandle:
     staged: StagedStep | None = None  # where the packed inputs sit until the device reads them
     host_prepare_s: float = 0.0  # launch() entry to inputs packed (plan walk, placeholders, packing)
     host_enqueue_s: float = 0.0  # issuing the device work (CUDA); 0 on a CPU, where nothing is queued
-    device_seconds: float = 0.0  # from after the inputs were packed to the sampled ids (events on CUDA)
+    # From after the inputs were packed to the sampled ids: CUDA events, or on a CPU the forward's
+    # thread CPU time (ExecutorConfig.cpu_clock="thread") or wall time ("wall").
+    device_seconds: float = 0.0
     # When the device ran the step, on time.perf_counter()'s clock (CUDA: from events).
     device_start: float = float("nan")
     device_end: float = float("nan")
@@ -141,6 +151,18 @@ class RealExecutor:
         return (
             f"{self.model.cfg.num_params / 1e6:.2f}M-param model on {self.device} "
             f"({self.model.dtype}), ops={self.ops.name}, KV {self.cache.nbytes / 2**20:.1f} MiB"
+        )
+
+    def timing_method(self) -> str:
+        """How `device_seconds` is measured, in words (validation reports quote it)."""
+        if self.cuda:
+            return "CUDA events around the step's device work"
+        threads = torch.get_num_threads()
+        if self.config.cpu_clock == "wall":
+            return f"wall clock of the CPU forward ({threads} torch intra-op thread(s))"
+        return (
+            f"CPU time of the thread running the forward (time.thread_time; {threads} torch "
+            "intra-op thread(s)): other processes' load does not count"
         )
 
     def launch(self, plan: StepPlan, requests: Mapping[str, Request]) -> StepHandle:
@@ -277,10 +299,13 @@ class RealExecutor:
     def _run_cpu(self, handle: StepHandle) -> None:
         """The whole step on the CPU (inline or on the worker thread)."""
         handle.device_start = time.perf_counter()
+        cpu0 = time.thread_time()
         handle.sampled = self._forward_and_sample(handle)
         handle.sampled_host = handle.sampled
+        cpu = time.thread_time() - cpu0
         handle.device_end = time.perf_counter()
-        handle.device_seconds = handle.device_end - handle.device_start
+        wall = handle.device_end - handle.device_start
+        handle.device_seconds = cpu if self.config.cpu_clock == "thread" and cpu > 0 else wall
 
     def _launch_cuda(self, handle: StepHandle) -> None:
         """Enqueue the step on the compute stream and the D2H copy on the copy stream."""

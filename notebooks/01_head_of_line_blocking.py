@@ -50,6 +50,10 @@ N_REQUESTS = 40 if SMOKE else 1000
 RATE = 3.0
 # A 2,048-token budget is smaller than many code prompts: exactly where whole-prompt scheduling stalls.
 BUDGET = 2048
+# A KV pool of 1,200 blocks (19,200 tokens: a GPU with little memory left after the weights) makes KV
+# the binding resource, so the two TensorRT-LLM capacity policies actually differ; with the default
+# pool (tens of thousands of blocks for an 8B model on an H100) KV never binds and they run alike.
+KV_BLOCKS = 1200
 registered = {p.name for p in list_policies()}
 pd.set_option("display.width", 160)
 print(f"{N_REQUESTS} requests at {RATE}/s; registered policies: {sorted(registered)}")
@@ -66,6 +70,7 @@ base = RunConfig(
     max_model_len=BUDGET * 4,
     max_tokens_source="cap",
     max_tokens_cap=512,
+    num_gpu_blocks=KV_BLOCKS,
 )
 candidates = [
     ("vllm-fcfs-no-chunk", "vllm", {"enable_chunked_prefill": False, "max_num_batched_tokens": BUDGET * 4}),
@@ -105,6 +110,8 @@ wide.loc[
             "mean_queueing_ms",
             "num_preemptions",
             "num_pauses",
+            "max_kv_usage",
+            "mean_kv_usage",
             "output_throughput",
         )
         if m in wide.index
@@ -159,8 +166,8 @@ plot_latency_cdfs(results)
 # %% [markdown]
 # ## Why: what the numbers say
 #
-# The findings below are computed from the tables above (not written in advance), so they stay
-# true as the policies and the latency model evolve.
+# The findings below are computed from the tables above (not written in advance), and the conditions
+# they rest on are asserted, so a change of policy or parameters that breaks them fails the notebook.
 
 # %%
 t = table.set_index("label")
@@ -174,14 +181,56 @@ print(f"Least: {best} ({t.loc[best, 'mean_hol_blocking_ms']:.1f} ms mean).")
 for label in t.index:
     print(
         f"- {label}: p99 TTFT {t.loc[label, 'p99_ttft_ms']:.0f} ms, "
-        f"mean TPOT {t.loc[label, 'mean_tpot_ms']:.1f} ms, "
+        f"mean TPOT {t.loc[label, 'mean_tpot_ms']:.1f} ms, peak KV use {t.loc[label, 'max_kv_usage']:.0%}, "
         f"preemptions {int(t.loc[label, 'num_preemptions'])}, pauses {int(t.loc[label, 'num_pauses'])}"
     )
 
+# %%
+hol = t["mean_hol_blocking_ms"]
+if {"vllm-fcfs-no-chunk", "vllm-chunked"} <= set(t.index):
+    whole, chunked = hol["vllm-fcfs-no-chunk"], hol["vllm-chunked"]
+    if whole > chunked:
+        print(
+            f"vLLM: without chunking a long prompt that does not fit what is left of the budget (or of "
+            f"the KV pool) stops the waiting loop, and the prompts behind it wait although they would "
+            f"fit ({whole:.1f} ms mean blocking); chunked prefill lets the head take a partial chunk "
+            f"({chunked:.1f} ms)."
+        )
+    else:
+        print(
+            f"vLLM: at these settings chunking does not reduce head-of-line blocking ({chunked:.1f} ms "
+            f"chunked vs {whole:.1f} ms whole-prompt): the budget is not what stops the queue."
+        )
+
 # %% [markdown]
-# Reading the result: without chunking, a long prompt that does not fit what is left of the budget
-# stops vLLM's waiting loop, so every shorter prompt behind it waits a step or more although it would
-# fit; chunked prefill lets the head request take a partial chunk and keeps the queue moving.
-# `guaranteed-no-evict` blocks on a different resource: KV blocks reserved to completion, so the
-# head context waits for running requests to *finish* rather than for budget; `max-utilization`
-# admits on next-step blocks only and pays with pauses instead of waiting.
+# The TensorRT-LLM comparison rests on KV being the binding resource: the checks below assert it
+# before the text that relies on it is printed.
+
+# %%
+gne, mu = "trtllm-guaranteed-no-evict", "trtllm-max-utilization"
+if {gne, mu} <= set(t.index):
+    peak_gne, peak_mu = t.loc[gne, "max_kv_usage"], t.loc[mu, "max_kv_usage"]
+    # KV binds: admitting on next-step blocks only, max-utilization fills the pool ...
+    assert peak_mu >= 0.9, f"KV does not bind (max-utilization peaks at {peak_mu:.0%}); shrink KV_BLOCKS"
+    # ... while guaranteed-no-evict leaves part of it reserved for tokens not yet (or never) generated,
+    assert peak_gne < peak_mu, (peak_gne, peak_mu)
+    # and its queue waits behind those reservations.
+    assert hol[gne] > hol[mu], (hol[gne], hol[mu])
+    print(
+        f"TensorRT-LLM: guaranteed-no-evict admits a context only when the KV blocks of its whole "
+        f"lifetime (prompt + max_tokens) fit, so its peak KV use stays at {peak_gne:.0%} of the pool "
+        f"while max-utilization, reserving only the next step's blocks, fills {peak_mu:.0%}. The "
+        f"reserved-but-unused blocks hold the head of the queue back: {hol[gne]:.1f} ms mean "
+        f"head-of-line blocking against {hol[mu]:.1f} ms, p99 TTFT {t.loc[gne, 'p99_ttft_ms']:.0f} vs "
+        f"{t.loc[mu, 'p99_ttft_ms']:.0f} ms."
+    )
+    pauses = int(t.loc[mu, "num_pauses"])
+    produced = results[mu].requests["num_output_tokens"].mean()
+    if pauses:
+        print(f"max-utilization paid for admitting freely with {pauses} pause(s) when memory ran out.")
+    else:
+        print(
+            f"max-utilization never had to pause a request: outputs averaged {produced:.0f} tokens against "
+            f"a max_tokens of {base.max_tokens_cap}, so most of what guaranteed-no-evict reserved was "
+            "never written."
+        )

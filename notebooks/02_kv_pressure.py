@@ -87,9 +87,45 @@ table.sort_values(["policy", "rate"])[[c for c in cols if c in table.columns]].r
 # Running the sweep again does nothing: every run is already recorded under the output folder.
 
 # %%
+records = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and p.name != "results.parquet"}
 again = run_sweep(runs, out, workers=1, progress=False)
-assert len(again) == len(table)
-print(f"{len(again)} runs, none redone")
+rewritten = [p for p, t in records.items() if p.stat().st_mtime_ns != t]
+assert len(again) == len(table) and not rewritten, rewritten
+print(f"{len(again)} runs, none redone: no run's record was rewritten")
+
+# %% [markdown]
+# ## What the numbers say
+#
+# The introduction's claims, checked on the sweep at its highest rate before they are printed.
+
+# %%
+peak = table[table["rate"] == max(RATES)].set_index("policy")
+for policy in ("vllm", "vllm-async"):
+    if policy in peak.index:
+        row = peak.loc[policy]
+        # the pool is small enough to bind: vLLM fills it and preempts by recompute
+        assert row["max_kv_usage"] >= 0.99 and row["num_preemptions"] > 0 and row["recomputed_tokens"] > 0
+        print(
+            f"{policy}: the pool fills ({row['max_kv_usage']:.0%} peak); {int(row['num_preemptions'])} "
+            f"preemption(s) by recompute, {int(row['recomputed_tokens'])} tokens computed again."
+        )
+if "trtllm:max-utilization" in peak.index:
+    row = peak.loc["trtllm:max-utilization"]
+    assert row["num_pauses"] > 0 and row["num_preemptions"] == 0
+    print(
+        f"max-utilization pauses instead of preempting: {int(row['num_pauses'])} pause(s), "
+        f"{int(row['recomputed_tokens'])} tokens recomputed on resumption."
+    )
+if "trtllm:guaranteed-no-evict" in peak.index:
+    row = peak.loc["trtllm:guaranteed-no-evict"]
+    others = peak.drop(index="trtllm:guaranteed-no-evict")
+    assert row["num_pauses"] == row["num_preemptions"] == row["recomputed_tokens"] == 0
+    assert (row["p99_ttft_ms"] > others["p99_ttft_ms"]).all()
+    print(
+        f"guaranteed-no-evict never evicts (0 pauses, 0 preemptions, 0 tokens recomputed) and pays in "
+        f"admission delay: p99 TTFT {row['p99_ttft_ms']:.0f} ms against at most "
+        f"{others['p99_ttft_ms'].max():.0f} ms for the others."
+    )
 
 # %% [markdown]
 # ## Preemptions, pauses and recomputed tokens against the request rate

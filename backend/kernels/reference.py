@@ -77,18 +77,25 @@ def _decode_attention(
     lens: torch.Tensor,
     scale: float,
 ) -> torch.Tensor:
-    """Single-token queries [B, Hq, D], batched: one padded gather of every sequence's pages."""
+    """Single-token queries [B, Hq, D], batched over the ragged keys of all sequences (no padding):
+    the work is proportional to the sum of the context lengths, as a paged kernel's is."""
     block_size, kv_heads = key_cache.shape[1], key_cache.shape[2]
-    pages = -(-int(lens.max()) // block_size)
-    group = q.shape[1] // kv_heads
-    k = key_cache[tables[:, :pages].long()].flatten(1, 2).float()  # [B, S, Hk, D]
-    v = value_cache[tables[:, :pages].long()].flatten(1, 2).float()
-    qg = q.float().view(q.shape[0], kv_heads, group, q.shape[-1])
-    scores = torch.einsum("bkgd,bskd->bkgs", qg, k) * scale
-    pad = torch.arange(k.shape[1], device=q.device)[None, :] >= lens[:, None]
-    scores.masked_fill_(pad[:, None, None, :], float("-inf"))
-    out = torch.einsum("bkgs,bskd->bkgd", scores.softmax(-1), v)
-    return out.reshape(q.shape).to(q.dtype)
+    group, dim = q.shape[1] // kv_heads, q.shape[-1]
+    lens = lens.long()
+    seq = torch.repeat_interleave(torch.arange(q.shape[0], device=q.device), lens)  # [S]
+    pos = torch.arange(seq.shape[0], device=q.device) - (torch.cumsum(lens, 0) - lens)[seq]
+    slots = tables.long()[seq, pos // block_size] * block_size + pos % block_size
+    k = key_cache.view(-1, kv_heads, dim)[slots].float()  # [S, Hk, D]
+    v = value_cache.view(-1, kv_heads, dim)[slots].float()
+    qg = q.float().view(q.shape[0], kv_heads, group, dim)
+    scores = torch.einsum("skgd,skd->skg", qg[seq], k) * scale  # [S, Hk, G]
+    top = torch.full((q.shape[0], kv_heads, group), float("-inf"), device=q.device)
+    top = top.scatter_reduce(0, seq[:, None, None].expand_as(scores), scores, "amax")
+    weights = (scores - top[seq]).exp()
+    norm = torch.zeros_like(top).index_add_(0, seq, weights)
+    out = torch.zeros(q.shape[0], kv_heads, group, dim, device=q.device)
+    out.index_add_(0, seq, weights[..., None] * v[:, :, None, :])
+    return (out / norm[..., None]).reshape(q.shape).to(q.dtype)
 
 
 def paged_attention_ref(

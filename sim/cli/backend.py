@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 
@@ -42,6 +43,17 @@ def add_backend_arguments(parser: argparse.ArgumentParser, with_switch: bool = T
         help="CPU: run the model on a worker thread so scheduling overlaps it",
     )
     g.add_argument("--real-seed", type=int, default=0, help="seed of the random weights")
+    g.add_argument(
+        "--full-trace",
+        action="store_true",
+        help="replay the whole trace on the real backend (default: its first 32 requests unless "
+        "--max-requests says otherwise)",
+    )
+
+
+def announce(line: str) -> None:
+    """Print one line about the run on stderr (kept apart from the summary on stdout)."""
+    print(line, file=sys.stderr)
 
 
 def backend_options(args: argparse.Namespace) -> dict[str, Any]:

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from schedsim.cli.args import add_run_arguments, resolve_run_config
-from schedsim.cli.backend import add_backend_arguments, backend_options
+from schedsim.cli.backend import add_backend_arguments, announce, backend_options
 from schedsim.cli.rejections import add_strict_argument, report_rejections
 from schedsim.outputs.folder import OutputFolder, chosen_out
 from schedsim.run.rejections import rejections
@@ -38,7 +38,13 @@ def cmd_run(args: argparse.Namespace) -> int:
             if args.backend == "real":  # the same policy and engine loop on the real model
                 from schedsim.run.real import run_real  # torch, only for real runs
 
-                result = run_real(config, backend=backend_options(args))
+                result = run_real(
+                    config,
+                    backend=backend_options(args),
+                    full_trace=args.full_trace,
+                    progress=not args.no_progress,
+                    announce=announce,
+                )
             else:
                 result = simulate(config, progress=not args.no_progress)
             write_run(result, tmp, plots=not args.no_plots, worker=worker)

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import warnings
 from typing import Any
 
 from schedsim.cli.args import add_run_arguments, resolve_run_config
-from schedsim.cli.backend import add_backend_arguments, backend_options
+from schedsim.cli.backend import add_backend_arguments, announce, backend_options
 from schedsim.cli.rejections import report_rejections
 from schedsim.outputs.folder import OutputFolder, chosen_out
+from schedsim.run.fieldtypes import field_error
 from schedsim.run.rejections import rejections
 from schedsim.run.resolve import check_config
 
@@ -21,25 +23,34 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=cmd_validate)
     p.add_argument(
         "--grid",
-        choices=("quick", "full"),
-        default="quick",
-        help="calibration grid of step shapes (quick: seconds on a CPU; full: the backend's "
-        "default CalibrationGrid)",
+        choices=("auto", "quick", "full"),
+        default="auto",
+        help="calibration grid of step shapes (auto: one covering the shapes the run computed; "
+        "quick: a few small shapes, seconds on a CPU; full: the backend's default CalibrationGrid)",
+    )
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=6,
+        help="timed repeats of every calibration shape and of every step of the run, interleaved; "
+        "a step's time is their minimum (default: 6)",
     )
 
 
-def grid_for(name: str) -> Any:
-    """The calibration grid by name."""
+def grid_for(name: str, repeats: int) -> Any:
+    """The calibration grid by name (None: `auto`, one covering the run's shapes)."""
     from schedsim.backend.calibrate import CalibrationGrid  # torch, only for real runs
 
+    if name == "auto":
+        return None
     if name == "full":
-        return CalibrationGrid()
+        return CalibrationGrid(repeats=repeats)
     return CalibrationGrid(
         prefill_tokens=(0, 16, 64),
         prefill_context=(0, 64),
         num_decodes=(0, 1, 4),
         decode_context=(16, 128),
-        repeats=2,
+        repeats=repeats,
     )
 
 
@@ -50,16 +61,31 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from schedsim.outputs.files import format_summary, write_json, write_run
 
     check_config(config)
+    if args.repeats < 1:
+        raise field_error("repeats", "must be >= 1", args.repeats)
     folder = OutputFolder(*chosen_out(args.out, "validate"))
     with folder as out:  # the lock and the write probe, before calibrating
-        report = validate(config, backend=backend_options(args), grid=grid_for(args.grid))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            report = validate(
+                config,
+                backend=backend_options(args),
+                grid=grid_for(args.grid, args.repeats),
+                full_trace=args.full_trace,
+                progress=not args.no_progress,
+                announce=announce,
+                repeats=args.repeats,
+            )
+        for w in caught:
+            announce(f"warning: {w.message}")
         report.steps.to_parquet(out / "steps_compared.parquet", index=False)
         report.requests.to_parquet(out / "requests_compared.parquet", index=False)
+        report.grid_steps.to_parquet(out / "calibration_steps.parquet", index=False)
         write_json(out / "validation.json", {"summary": report.summary, "calibration": report.calibration})
         report.plot(out / "validation.png")
         write_run(report.real, out / "real", plots=False)
         write_run(report.sim, out / "sim", plots=False)
     print(format_summary(report.summary))
-    print(f"\nwrote {folder.final}/ (validation.json, validation.png, *_compared.parquet, real/, sim/)")
+    print(f"\nwrote {folder.final}/ (validation.json, validation.png, *.parquet, real/, sim/)")
     found = rejections(report.real.summary, report.real.config.get("max_model_len"))
     return report_rejections([("the real run", found)], strict=False)

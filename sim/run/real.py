@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -12,12 +14,14 @@ from schedsim.latency.fitted import steps_frame
 from schedsim.metrics.recorder import MetricsRecorder
 from schedsim.policies import Policy, make_policy
 from schedsim.run.config import RunConfig
+from schedsim.run.real_workload import real_workload
 from schedsim.run.resolve import policy_options
 from schedsim.run.result import RunResult
 from schedsim.run.simulate import build_result, engine_depth
-from schedsim.run.workload import PreparedWorkload, load, prepare, select
+from schedsim.run.workload import PreparedWorkload, prepare
 from schedsim.worlds.inputs import InputStream
 from schedsim.worlds.realtime import RealTimeWorld, real_requests
+from tqdm import tqdm
 
 
 @dataclasses.dataclass
@@ -76,16 +80,33 @@ class RealRun:
     depth: int
 
 
+def progress_bar(total: int, enabled: bool, desc: str = "real backend", unit: str = "req") -> Any:
+    """A progress bar on stderr, shown only when asked and stderr is a terminal."""
+    return tqdm(
+        total=total,
+        unit=unit,
+        desc=desc,
+        mininterval=0.5,
+        file=sys.stderr,
+        disable=not (enabled and sys.stderr.isatty()),
+    )
+
+
 def run_real(
     config: RunConfig | None = None,
     workload: pd.DataFrame | None = None,
     backend: dict[str, Any] | None = None,
     warmup: bool = True,
     executor: Any = None,
+    full_trace: bool = False,
+    progress: bool = False,
+    announce: Callable[[str], None] | None = None,
 ) -> RunResult:
     """Run one workload on the real backend; `backend` holds ExecutorConfig options (model, ops, ...)
-    unless a ready `executor` is given. result.extra["real_steps"] is the measured steps table
-    (`schedsim.latency.fitted.steps_frame`), ready for `fit_step_model`."""
+    unless a ready `executor` is given. Without `max_requests` or `full_trace` only the first
+    DEFAULT_REAL_REQUESTS requests run (`real_workload`); `announce` receives the line that says so.
+    result.extra["real_steps"] is the measured steps table (`schedsim.latency.fitted.steps_frame`,
+    device time as the executor measures it), ready for `fit_step_model`."""
     cfg = config or RunConfig()
     if cfg.num_spec_tokens:
         raise ValueError(
@@ -99,7 +120,10 @@ def run_real(
     model_len = executor.model.cfg.max_position_embeddings
     max_model_len = min(cfg.max_model_len or model_len, model_len)
     options = policy_options(cfg, num_blocks, max_model_len)
-    prep = prepare(load(cfg) if workload is None else select(workload, cfg), cfg, max_model_len)
+    chosen = real_workload(cfg, workload, max_model_len, full_trace)
+    if announce is not None:
+        announce(chosen.description)
+    prep = prepare(chosen.frame, cfg, max_model_len)
     if prep.kv_load_failures:
         raise ValueError(
             "RunConfig.kv_load_failures / kv_load_failure_fraction: KV-load faults are "
@@ -117,17 +141,26 @@ def run_real(
     world = RealTimeWorld(engine, executor, InputStream(arrivals, prep.aborts), until=cfg.max_sim_time)
     metrics = MetricsRecorder(policy, prep.requests, world.clock, record_itl=cfg.record_itl)
     engine.observer = world.metrics = metrics
+    bar = progress_bar(len(prep.requests), progress)
+    world.on_progress = lambda: bar.update(metrics.num_done - bar.n)
     try:
         world.run()
     finally:
+        bar.close()
         if own:
             executor.close()
     resolved = RealResolved(cfg, executor.describe(), options, num_blocks, max_model_len)
     run = RealRun(policy, engine, world, metrics, depth)
     result = build_result(cfg, resolved.describe(), prep, run, time.perf_counter() - wall0)
-    result.summary.update(backend="real", backend_description=executor.describe(), warmup_s=warm)
+    result.summary.update(
+        backend="real",
+        backend_description=executor.describe(),
+        warmup_s=warm,
+        workload=chosen.description,
+        step_timing=executor.timing_method(),
+    )
     done = world.steps
-    result.extra["real_steps"] = steps_frame([s.shape for s in done], [s.gpu_time for s in done])
+    result.extra["real_steps"] = steps_frame([s.shape for s in done], [s.device_s for s in done])
     result.extra["step_shapes"] = [s.shape for s in done]
     result.extra["prepared"] = prep
     return result

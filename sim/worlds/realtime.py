@@ -13,7 +13,7 @@ import dataclasses
 import math
 import random
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -45,7 +45,8 @@ class RealStep:
     defer_sampling: bool = False
     start: float = NAN
     end: float = NAN
-    gpu_time: float = 0.0
+    gpu_time: float = 0.0  # the step's interval on the wall clock (end - start)
+    device_s: float = 0.0  # the executor's own measure of the step (CUDA events, CPU thread time)
     num_prefill_reqs: int = 0
     num_decode_reqs: int = 0
     num_prefill_tokens: int = 0
@@ -83,9 +84,11 @@ class RealTimeWorld:
         inputs: InputStream,
         metrics: MetricsRecorder | None = None,
         until: float | None = None,
+        on_progress: Callable[[], None] | None = None,
     ) -> None:
         self.engine, self.executor, self.inputs = engine, executor, inputs
         self.metrics, self.until = metrics, until
+        self.on_progress = on_progress  # called after every collected step (a progress bar)
         self.t0 = time.perf_counter()
         self.finished = False
         self.steps: list[RealStep] = []  # collected steps that computed something, in order
@@ -158,12 +161,15 @@ class RealTimeWorld:
         if math.isnan(step.end):
             step.start, step.end = self._rel(result.start_time), self.clock()
         step.gpu_time = step.end - step.start
+        step.device_s = getattr(h, "device_seconds", 0.0) or step.gpu_time
         if step.plan.total_num_scheduled_tokens:
             self.steps.append(step)
             if self.metrics is not None:
                 self.metrics.add_interval("gpu", "forward", step.start, step.end, step.step)
         if self.metrics is not None:
             self.metrics.on_step_done(step)
+        if self.on_progress is not None:
+            self.on_progress()
         step.result = result
         return result
 

@@ -6,6 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 pd = pytest.importorskip("pandas")
+np = pytest.importorskip("numpy")
 
 from schedsim.metrics.recorder import output_hash  # noqa: E402
 from schedsim.policies import Request  # noqa: E402
@@ -86,18 +87,55 @@ def test_validate_compares_the_real_run_with_the_simulator_fitted_to_it(tmp_path
         decode_context=(8, 32),
         repeats=1,
     )
-    report = validate(config("vllm-async", max_num_batched_tokens=16), workload(6), {"model": "tiny"}, grid)
+    report = validate(
+        config("vllm-async", max_num_batched_tokens=16), workload(6), {"model": "tiny"}, grid, repeats=2
+    )
     s = report.summary
     assert s["num_requests"] == 6 and s["same_output_lengths"]
     assert s["num_steps"] == len(report.steps) == len(report.real.extra["step_shapes"]) > 6
     assert (report.steps.predicted_s > 0).all() and (report.steps.measured_s > 0).all()
-    for key in ("step", "ttft", "tpot"):
+    assert (report.steps.in_run_s > 0).all() and (report.steps.repeat_gap >= 0).all()
+    for key in ("step", "step_in_run", "ttft", "tpot"):
         assert 0 <= s[f"{key}_median_rel_err"] <= s[f"{key}_p90_rel_err"]
     # The simulated twin ran the same requests to the same lengths on the fitted GPU model.
     assert report.sim.config["backend_description"].startswith("simulated, GPU model fitted to")
     assert report.calibration["kind"] == "fitted-step"
-    assert report.calibration["num_steps"] == len(grid.shapes())
+    assert report.calibration["num_steps"] == len(grid.shapes()) == len(report.grid_steps)
     assert report.plot(tmp_path / "validate.png").stat().st_size > 10_000
+
+
+def test_validate_states_its_timing_method_and_whether_its_measurements_can_judge():
+    from schedsim.experiments.validate import NOISE_LIMIT, validate
+
+    report = validate(
+        config("vllm", max_num_batched_tokens=32), workload(4), {"model": "tiny", "seed": 1}, repeats=2
+    )
+    s = report.summary
+    assert np.isfinite(s["step_median_rel_err"]) and np.isfinite(s["measurement_noise_rel"])
+    assert s["measurements_too_noisy"] == (s["measurement_noise_rel"] > NOISE_LIMIT)
+    assert ("too noisy to judge" in s["noise_verdict"]) == s["measurements_too_noisy"]
+    assert f"{s['measurement_noise_rel']:.1%}" in s["noise_verdict"]
+    if not torch.cuda.is_available():
+        assert "time.thread_time" in s["step_timing"] and "1 torch intra-op thread" in s["step_timing"]
+    assert "minimum over 2 interleaved repeats" in s["step_timing"]
+    assert s["workload"] == "real-backend workload: 4 requests of the given workload"
+    # the covering grid spans every step the run took: nothing extrapolated
+    assert s["steps_beyond_grid"] == 0 and s["calibration_shapes"] == len(report.grid_steps)
+
+
+def test_a_step_beyond_the_grid_is_counted_and_warned_about():
+    from schedsim.backend.calibrate import CalibrationGrid
+    from schedsim.experiments.validate import validate
+
+    small = CalibrationGrid(
+        prefill_tokens=(0, 2, 4), prefill_context=(0,), num_decodes=(0, 1), decode_context=(4, 8), repeats=1
+    )
+    with pytest.warns(UserWarning, match="beyond the calibration grid"):
+        report = validate(
+            config("vllm", max_num_batched_tokens=32), workload(3), {"model": "tiny"}, small, repeats=1
+        )
+    assert report.summary["steps_beyond_grid"] > 0
+    assert report.summary["measurements_too_noisy"] and "not judged" in report.summary["noise_verdict"]
 
 
 def test_backend_flags_become_executor_options():

@@ -60,7 +60,42 @@ def test_device_time_excludes_packing_the_inputs(slow_packing, worker):
     assert handle.host_prepare_s >= SLOW
     assert handle.device_seconds < SLOW  # the tiny forward takes milliseconds
     assert handle.device_start >= handle.launch_time + SLOW
-    assert handle.device_end - handle.device_start == pytest.approx(handle.device_seconds)
+    # thread CPU time of the forward: never more than its wall interval
+    assert 0 < handle.device_seconds <= handle.device_end - handle.device_start + 1e-3
+
+
+@pytest.fixture()
+def descheduled_forward(monkeypatch):
+    """The forward also waits SLOW seconds off the CPU (as when another process holds the core)."""
+    original = RealExecutor._forward_and_sample
+
+    def forward(self, handle):
+        time.sleep(SLOW)
+        return original(self, handle)
+
+    monkeypatch.setattr(RealExecutor, "_forward_and_sample", forward)
+
+
+@pytest.mark.parametrize("worker", [False, True])
+def test_cpu_step_time_is_thread_cpu_time_so_waiting_off_the_cpu_does_not_count(descheduled_forward, worker):
+    ex = executor(cpu_worker_thread=worker)
+    handle = one_step(ex)
+    ex.close()
+    assert handle.device_end - handle.device_start >= SLOW
+    assert handle.device_seconds < SLOW / 2
+    assert "thread_time" in ex.timing_method() and torch.get_num_threads() == 1
+
+
+def test_wall_clock_timing_counts_the_wait(descheduled_forward):
+    ex = executor(cpu_clock="wall")
+    handle = one_step(ex)
+    assert handle.device_seconds == pytest.approx(handle.device_end - handle.device_start)
+    assert handle.device_seconds >= SLOW and "wall clock" in ex.timing_method()
+
+
+def test_executor_config_rejects_an_unknown_cpu_clock():
+    with pytest.raises(ValueError, match="cpu_clock"):
+        ExecutorConfig(cpu_clock="cycles")
 
 
 def test_calibration_reports_device_time_with_the_host_share_beside_it(slow_packing):

@@ -209,7 +209,7 @@ def test_run_on_the_real_backend_writes_the_same_directory(tmp_path: Path) -> No
     assert requests["num_output_tokens"].tolist() == [3 + i % 3 for i in range(6)]
 
 
-def test_validate_writes_the_report(tmp_path: Path) -> None:
+def test_validate_writes_the_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("torch")
     from schedsim.traces import write_workload
 
@@ -229,8 +229,8 @@ def test_validate_writes_the_report(tmp_path: Path) -> None:
         main(
             [
                 "validate",
-                "--grid",
-                "quick",
+                "--repeats",
+                "2",
                 "--real-model",
                 "tiny",
                 "--trace",
@@ -253,7 +253,13 @@ def test_validate_writes_the_report(tmp_path: Path) -> None:
         == 0
     )
     report = json.loads((out / "validation.json").read_text())
-    assert report["summary"]["num_requests"] == 3 and report["summary"]["same_output_lengths"]
+    summary = report["summary"]
+    assert summary["num_requests"] == 3 and summary["same_output_lengths"]
+    assert summary["step_median_rel_err"] >= 0 and isinstance(summary["measurements_too_noisy"], bool)
+    assert "interleaved repeats" in summary["step_timing"] and summary["noise_verdict"]
+    assert len(pd.read_parquet(out / "calibration_steps.parquet")) == summary["calibration_shapes"]
+    captured = capsys.readouterr()
+    assert "real-backend workload: 3 requests of" in captured.err and "noise_verdict" in captured.out
     assert len(pd.read_parquet(out / "steps_compared.parquet")) == report["summary"]["num_steps"]
     assert _png_ok(out / "validation.png")
     for world in ("real", "sim"):

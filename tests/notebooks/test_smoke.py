@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -26,3 +27,20 @@ def test_notebook_runs_at_smoke_size(path: Path, tmp_path: Path, monkeypatch: py
     page = notebook_html(nb, path.stem)
     assert page.count('<img src="data:image/png;base64,') == len(images)
     assert "<h1>" in page  # the markdown title rendered
+
+
+def test_the_validation_notebook_without_torch_says_it_skips_instead_of_drawing_empty_axes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shim = tmp_path / "shim"
+    shim.mkdir()
+    (shim / "torch.py").write_text('raise ImportError("no torch here")\n')
+    monkeypatch.setenv("PYTHONPATH", f"{shim}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    monkeypatch.setenv("SCHEDSIM_SMOKE", "1")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    path = next(p for p in NOTEBOOKS if p.name.startswith("05"))
+    nb = execute_notebook(path, timeout=120, cwd=tmp_path)
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if "image/png" in o.get("data", {})]
+    text = "".join(o.get("text", "") for o in outputs)
+    assert "skipped: torch is not installed" in text and "torch available: False" in text
