@@ -2,7 +2,7 @@
 
 Usage: python bench/bench_saturated.py [--policy NAME ...] [--engine auto|sync|async|both]
                                        [--max-requests N] [--profile] [--top 10] [--json]
-                                       [--against PYTHON [--repeat K]]
+                                       [--against PYTHON [--repeat K]] [--digest]
 
 The configuration (the one compared with Vidur): the Azure conversation trace (19,366 requests),
 each request's prompt + output cut to 4,096 tokens as Vidur's trace length generator cuts them,
@@ -15,7 +15,11 @@ goes (cProfile's top functions by own time; the profile slows the run). `SCHEDSI
 the children interpreted. On a shared machine wall time follows the load (printed): the per-step
 figures use process CPU time, and `--against PYTHON` compares two trees in the same conditions,
 running each policy alternately under this interpreter and PYTHON (another checkout's venv),
-`--repeat` times, and printing each side's best CPU µs per step and the ratio.
+`--repeat` times, and printing each side's best CPU µs per step and the ratio. `--digest` adds
+each run's table digests (bench/table_digests.py's), to check that two trees agree exactly.
+`--stretches` adds the lengths of the steady stretches a fast-forward could jump: maximal runs of
+steps with the same batch shape (prefill and decode requests, prefill tokens, running requests)
+and no finish, preemption or pause, split into pure-decode and mixed (a prefill chunk riding).
 """
 
 from __future__ import annotations
@@ -76,13 +80,20 @@ def saturated_config(policy: str, engine: str = "auto", **kw: Any) -> Any:
     )
 
 
-def run_one(policy: str, engine: str, max_requests: int | None, profile: int) -> dict:
+def run_one(
+    policy: str,
+    engine: str,
+    max_requests: int | None,
+    profile: int,
+    digest: bool = False,
+    stretches: bool = False,
+) -> dict:
     """One saturated run in this process; its figures (and the profile's top functions)."""
     from schedsim import accel, simulate
 
     cfg = saturated_config(policy, engine)
     workload = saturated_workload(max_requests)
-    prof = cProfile.Profile() if profile else None
+    prof = cProfile.Profile(time.process_time) if profile else None  # CPU time: the machine is shared
     w0, c0 = time.perf_counter(), time.process_time()
     if prof is not None:
         prof.enable()
@@ -110,6 +121,36 @@ def run_one(policy: str, engine: str, max_requests: int | None, profile: int) ->
     }
     if prof is not None:
         out["profile"] = _top(prof, profile)
+    if digest:
+        from table_digests import digest as table_digest  # bench/ is this script's folder
+
+        out["digest"] = table_digest(res)
+    if stretches:
+        out["stretches"] = stretch_lengths(res.steps)
+    return out
+
+
+def stretch_lengths(steps: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Steady stretches (same batch shape, no finish, preemption or pause) by kind: how many, the
+    mean and median length, and the share of all steps inside stretches of >= 4, 8, 16, 32 steps."""
+    shape = steps[["num_prefill_reqs", "num_decode_reqs", "num_prefill_tokens", "num_running"]]
+    event = (steps["num_finished"] + steps["num_preempted"] + steps["num_paused"]).to_numpy() > 0
+    # a new stretch starts where the shape changes or after a step with an event
+    changed = (shape != shape.shift()).any(axis=1).to_numpy() | np.roll(event, 1)
+    changed[0] = True
+    sid = np.cumsum(changed)
+    lengths = pd.Series(sid).value_counts(sort=False)
+    mixed = pd.Series(steps["num_prefill_reqs"].to_numpy() > 0).groupby(sid).first()
+    total = len(steps)
+    out: dict[str, dict[str, float]] = {}
+    for kind, sel in (("decode", ~mixed), ("mixed", mixed)):
+        lens = lengths[sel[sel].index].to_numpy()
+        row = {"stretches": int(len(lens)), "steps": int(lens.sum())}
+        row["mean"] = round(float(lens.mean()), 2) if len(lens) else 0.0
+        row["median"] = float(np.median(lens)) if len(lens) else 0.0
+        for at_least in (4, 8, 16, 32):
+            row[f"share>={at_least}"] = round(float(lens[lens >= at_least].sum()) / total, 3)
+        out[kind] = row
     return out
 
 
@@ -126,10 +167,17 @@ def _top(prof: cProfile.Profile, n: int) -> list[str]:
 
 
 def _child(
-    policy: str, engine: str, max_requests: int | None, profile: int, python: str = sys.executable
+    policy: str,
+    engine: str,
+    max_requests: int | None,
+    profile: int,
+    python: str = sys.executable,
+    digest: bool = False,
+    stretches: bool = False,
 ) -> dict:
     """`run_one` in a fresh interpreter (`python`: another tree's venv)."""
-    args = [python, __file__, "--child", policy, engine, str(max_requests or 0), str(profile)]
+    flags = f"{int(digest)}{int(stretches)}"
+    args = [python, __file__, "--child", policy, engine, str(max_requests or 0), str(profile), flags]
     done = subprocess.run(args, capture_output=True, text=True)
     if done.returncode:
         return {"policy": policy, "engine": engine, "error": done.stderr.strip().splitlines()[-1]}
@@ -156,6 +204,10 @@ def _print(r: dict) -> None:
     )
     for line in r.get("profile", []):
         print("      " + line)
+    if "digest" in r:
+        print("      digest: " + json.dumps(r["digest"], sort_keys=True))
+    for kind, row in r.get("stretches", {}).items():
+        print(f"      {kind} stretches: " + ", ".join(f"{k} {v}" for k, v in row.items()))
 
 
 def _header() -> None:
@@ -204,11 +256,14 @@ def main() -> None:
     ap.add_argument("--json", action="store_true", help="also print every run's figures as JSON lines")
     ap.add_argument("--against", metavar="PYTHON", help="interleave runs with another tree's interpreter")
     ap.add_argument("--repeat", type=int, default=3, help="interleaved pairs per policy with --against")
-    ap.add_argument("--child", nargs=4, metavar=("POLICY", "ENGINE", "N", "PROFILE"), help=argparse.SUPPRESS)
+    ap.add_argument("--digest", action="store_true", help="print each run's table digests")
+    ap.add_argument("--stretches", action="store_true", help="print the steady stretches' lengths")
+    ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        policy, engine, n, profile = args.child
-        print(json.dumps(run_one(policy, engine, int(n) or None, int(profile))))
+        policy, engine, n, profile, flags = args.child
+        figures = run_one(policy, engine, int(n) or None, int(profile), flags[0] == "1", flags[1] == "1")
+        print(json.dumps(figures))
         return
     engines = ("sync", "async") if args.engine == "both" else (args.engine,)
     policies = args.policy or _policies()
@@ -222,7 +277,8 @@ def main() -> None:
     )
     for policy in policies:
         for engine in engines:
-            r = _child(policy, engine, args.max_requests, args.top if args.profile else 0)
+            top = args.top if args.profile else 0
+            r = _child(policy, engine, args.max_requests, top, digest=args.digest, stretches=args.stretches)
             _print(r)
             if args.json:
                 print(json.dumps(r))
