@@ -14,7 +14,6 @@ from dataclasses import dataclass
 
 from ..config import SchedulerConfig
 from ..plan import StepPlan
-from ..registry import register_policy
 from ..request import Request, RequestStatus
 from .base import BasePolicy
 from .fastforward import BaselineFastForward
@@ -48,9 +47,6 @@ def reserve_whole(policy: BasePolicy, req: Request, to_completion: bool = True) 
     return num_new
 
 
-@register_policy(
-    "orca", "Orca iteration-level batching: whole prompts, KV reserved to completion", OrcaConfig
-)
 class OrcaPolicy(BasePolicy):
     """Orca's scheduler on the shared step interface (synchronous: one batch in flight)."""
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from ..config import SchedulerConfig
 from ..plan import StepPlan
-from ..registry import register_policy
 from ..request import RequestStatus
 from .base import BasePolicy
 from .fastforward import BaselineFastForward
@@ -38,11 +37,6 @@ class SarathiConfig(SchedulerConfig):
             raise ValueError(f"SarathiConfig.watermark must be in [0, 1), got {self.watermark}")
 
 
-@register_policy(
-    "sarathi",
-    "Sarathi-Serve stall-free batching: decodes first, then prefill chunks up to the token budget",
-    SarathiConfig,
-)
 class SarathiPolicy(BasePolicy):
     """Stall-free batching on the shared step interface (synchronous: one batch in flight)."""
 

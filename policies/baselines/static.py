@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from ..config import SchedulerConfig
 from ..plan import StepPlan
-from ..registry import register_policy
 from .base import BasePolicy
 from .fastforward import BaselineFastForward
 from .orca import reserve_whole
@@ -34,9 +33,6 @@ class StaticConfig(SchedulerConfig):
             )
 
 
-@register_policy(
-    "static", "FasterTransformer request-level batching: no admission until the batch drains", StaticConfig
-)
 class StaticPolicy(BasePolicy):
     """Static batching on the shared step interface (synchronous: one batch in flight)."""
 
