@@ -9,28 +9,11 @@ finish early leave the plan (their padding compute in FasterTransformer is not m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from ..config import SchedulerConfig
 from ..plan import StepPlan
 from .base import BasePolicy
+from .config import StaticConfig
 from .fastforward import BaselineFastForward
 from .orca import reserve_whole
-
-
-@dataclass
-class StaticConfig(SchedulerConfig):
-    """Request-level batching runs whole prompts; max_num_seqs is the batch size."""
-
-    enable_chunked_prefill: bool = False
-
-    def __post_init__(self) -> None:
-        """Static batching runs whole prompts only."""
-        super().__post_init__()
-        if self.enable_chunked_prefill:
-            raise ValueError(
-                "StaticConfig.enable_chunked_prefill must be False: the batch runs whole prompts"
-            )
 
 
 class StaticPolicy(BasePolicy):
