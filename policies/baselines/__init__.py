@@ -3,9 +3,10 @@ BasePolicy, the bookkeeping they share with SGLang's policy and with user-writte
 
 from ..registry import register_policy
 from .base import BasePolicy
-from .orca import OrcaConfig, OrcaPolicy
-from .sarathi import SarathiConfig, SarathiPolicy
-from .static import StaticConfig, StaticPolicy
+from .config import OrcaConfig, SarathiConfig, StaticConfig
+from .orca import OrcaPolicy
+from .sarathi import SarathiPolicy
+from .static import StaticPolicy
 
 # registered here, not by class decorators: a decorated class cannot be compiled (schedsim.accel)
 register_policy(
