@@ -209,28 +209,38 @@ class FastForwardBase:
         # already published (same boundary, schedule first): update events are never needed,
         # but for a request the last schedule leaves out (`_skipped_update`).
         # A request the last schedule leaves out has calls in the first k - 1 iterations only.
-        # Events are (iteration, slot) pairs, slot = request index + 1 so that within an iteration
-        # they sort in running order; the first update's end_step is (1, 0): after iteration 0's
-        # schedules, before iteration 1's.
+        # Events are encoded as ints, iteration * (n + 1) + request index + 1, and sorted as such:
+        # 0 + 1 .. n within an iteration in running order; the first update's end_step is
+        # (1, 0): after iteration 0's schedules, before iteration 1's.
         left_out = {id(r) for r in skipped}
         n = len(reqs)
+        width = n + 1
         cs = [r.num_computed_tokens for r in reqs]
         first = self._first_kv(reqs, cs, out0)
-        events: list[tuple[int, int]] = [(1, 0)]  # the first update's end_step (fences)
+        events: list[int] = [width]  # iteration 1, slot 0: the first update's end_step (fences)
         for idx in range(n):
             c = cs[idx]
             stop = k - 1 if id(reqs[idx]) in left_out else k
             if stop > 0 and first[idx]:
-                events.append((0, idx + 1))
-            events.extend((i, idx + 1) for i in range((-c) % bs or bs, stop, bs))
+                events.append(idx + 1)
+            # (while loops: compiled, a range with a variable step is a generic object)
+            i = (-c) % bs or bs
+            while i < stop:
+                events.append(i * width + idx + 1)
+                i += bs
             if not lag:
-                events.extend((i, idx + 1) for i in range((-c - 1) % bs or bs, stop, bs))
+                i = (-c - 1) % bs or bs
+                while i < stop:
+                    events.append(i * width + idx + 1)
+                    i += bs
         events.sort()
         free0 = kv.num_free_blocks
         free_at: list[int] = []  # iterations whose schedule changed the free count, in order
         free_after: list[int] = []  # the free blocks after it
         fenced = getattr(self.config, "defer_block_free", False)
-        for i, slot in events:
+        for e in events:
+            i = e // width  # (compiled: native, where divmod is a generic call)
+            slot = e - i * width
             if slot == 0:
                 if fenced:
                     kv.end_step()  # the first update: releases what it fences
