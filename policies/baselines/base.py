@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable, Mapping
 
+from mypy_extensions import mypyc_attr
+
 from ..config import SchedulerConfig
 from ..interface import RequestRejected
 from ..kv_cache import KVCacheManager, cdiv
@@ -23,6 +25,7 @@ from ..plan import RequestOutput, StepPlan, StepResult
 from ..request import Request, RequestStatus
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled (schedsim.accel); user policies extend it
 class BasePolicy:
     """The Policy protocol's plumbing; subclasses implement `schedule_into(plan)`."""
 

@@ -12,10 +12,13 @@ a policy derived from BasePolicy may schedule a steady batch differently, so it 
 
 from __future__ import annotations
 
+from mypy_extensions import mypyc_attr
+
 from ..fastforward import FastForwardBase
 from ..request import Request, RequestStatus
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # compiled (schedsim.accel); SGLang's companion extends it
 class BaselineFastForward(FastForwardBase):
     """The baselines' steady state, KV call and counters (one batch in flight only)."""
 

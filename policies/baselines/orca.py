@@ -10,32 +10,11 @@ remaining budget waits, and so does everything behind it (head-of-line).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from ..config import SchedulerConfig
 from ..plan import StepPlan
-from ..registry import register_policy
 from ..request import Request, RequestStatus
 from .base import BasePolicy
+from .config import OrcaConfig
 from .fastforward import BaselineFastForward
-
-
-@dataclass
-class OrcaConfig(SchedulerConfig):
-    """Orca has no chunked prefill; the budget caps a step's tokens (decodes count one each)."""
-
-    enable_chunked_prefill: bool = False
-    kv_reservation: str = "max_tokens"  # Orca's n_rsrv; "none": prompt KV only, preempt on OOM
-
-    def __post_init__(self) -> None:
-        """Orca runs whole prompts only."""
-        super().__post_init__()
-        if self.enable_chunked_prefill:
-            raise ValueError("OrcaConfig.enable_chunked_prefill must be False: Orca runs whole prompts")
-        if self.kv_reservation not in ("max_tokens", "none"):
-            raise ValueError(
-                f"OrcaConfig.kv_reservation must be 'max_tokens' or 'none', got {self.kv_reservation!r}"
-            )
 
 
 def reserve_whole(policy: BasePolicy, req: Request, to_completion: bool = True) -> int | None:
@@ -48,9 +27,6 @@ def reserve_whole(policy: BasePolicy, req: Request, to_completion: bool = True) 
     return num_new
 
 
-@register_policy(
-    "orca", "Orca iteration-level batching: whole prompts, KV reserved to completion", OrcaConfig
-)
 class OrcaPolicy(BasePolicy):
     """Orca's scheduler on the shared step interface (synchronous: one batch in flight)."""
 

@@ -9,40 +9,13 @@ of the waiting queue; nothing is admitted in a step that preempted (vLLM v0, Sar
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from ..config import SchedulerConfig
 from ..plan import StepPlan
-from ..registry import register_policy
 from ..request import RequestStatus
 from .base import BasePolicy
+from .config import SarathiConfig
 from .fastforward import BaselineFastForward
 
 
-@dataclass
-class SarathiConfig(SchedulerConfig):
-    """Sarathi-Serve's knobs: the token budget is the chunk size (512 in the paper's setups)."""
-
-    max_num_batched_tokens: int = 512
-    enable_chunked_prefill: bool = True
-    watermark: float = 0.01  # vLLM v0's admission watermark, which Sarathi-Serve inherits
-
-    def __post_init__(self) -> None:
-        """Stall-free batching needs chunked prefill."""
-        super().__post_init__()
-        if not self.enable_chunked_prefill:
-            raise ValueError(
-                "SarathiConfig.enable_chunked_prefill must be True (stall-free batching chunks prefills)"
-            )
-        if not 0.0 <= self.watermark < 1.0:
-            raise ValueError(f"SarathiConfig.watermark must be in [0, 1), got {self.watermark}")
-
-
-@register_policy(
-    "sarathi",
-    "Sarathi-Serve stall-free batching: decodes first, then prefill chunks up to the token budget",
-    SarathiConfig,
-)
 class SarathiPolicy(BasePolicy):
     """Stall-free batching on the shared step interface (synchronous: one batch in flight)."""
 

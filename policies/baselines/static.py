@@ -9,34 +9,13 @@ finish early leave the plan (their padding compute in FasterTransformer is not m
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from ..config import SchedulerConfig
 from ..plan import StepPlan
-from ..registry import register_policy
 from .base import BasePolicy
+from .config import StaticConfig
 from .fastforward import BaselineFastForward
 from .orca import reserve_whole
 
 
-@dataclass
-class StaticConfig(SchedulerConfig):
-    """Request-level batching runs whole prompts; max_num_seqs is the batch size."""
-
-    enable_chunked_prefill: bool = False
-
-    def __post_init__(self) -> None:
-        """Static batching runs whole prompts only."""
-        super().__post_init__()
-        if self.enable_chunked_prefill:
-            raise ValueError(
-                "StaticConfig.enable_chunked_prefill must be False: the batch runs whole prompts"
-            )
-
-
-@register_policy(
-    "static", "FasterTransformer request-level batching: no admission until the batch drains", StaticConfig
-)
 class StaticPolicy(BasePolicy):
     """Static batching on the shared step interface (synchronous: one batch in flight)."""
 

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from ..plan import StepPlan
 
 
-@dataclass  # no slots=True: they would shadow the compiled StepPlan's own fields (schedsim.accel)
 class SGLangStepPlan(StepPlan):
     """A StepPlan with SGLang's forward mode, request-pool slots and future-token slots.
 
@@ -18,8 +15,10 @@ class SGLangStepPlan(StepPlan):
     (SGLang's `decoding_reqs`): their result inserts nothing into the radix tree.
     """
 
-    forward_mode: str = "idle"  # "extend", "decode", "mixed" or "idle"
-    req_pool_indices: dict[str, int] = field(default_factory=dict)
-    future_token_slots: dict[str, int] = field(default_factory=dict)
-    chunked_req_id: str | None = None
-    decoding_req_ids: list[str] = field(default_factory=list)
+    def __init__(self, step_id: int = -1, forward_mode: str = "idle") -> None:
+        super().__init__(step_id)
+        self.forward_mode = forward_mode  # "extend", "decode", "mixed" or "idle"
+        self.req_pool_indices: dict[str, int] = {}
+        self.future_token_slots: dict[str, int] = {}
+        self.chunked_req_id: str | None = None
+        self.decoding_req_ids: list[str] = []

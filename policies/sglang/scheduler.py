@@ -19,7 +19,6 @@ from collections.abc import Iterable
 from ..baselines.base import BasePolicy
 from ..kv_cache import KVCacheManager
 from ..plan import RequestOutput, StepPlan, StepResult
-from ..registry import register_policy
 from ..request import Request, RequestStatus
 from .adder import AddReqResult, PrefillAdder
 from .config import SGLangConfig
@@ -31,17 +30,11 @@ from .schedule_policy import SchedulePolicy
 from .slots import NewTokenRatioTracker, ReqToTokenPool
 
 
-@register_policy(
-    "sglang-overlap",
-    "SGLang 0.5.23 overlap scheduler: radix prefix cache, "
-    "prefill-first PrefillAdder, retract on OOM, one-step-late finishes",
-    SGLangConfig,
-)
 class SGLangOverlapPolicy(BasePolicy):
     """SGLang's Scheduler on the shared step interface."""
 
     clip_max_new_to_pool = True
-    scheduling_policies = ("fcfs", "priority")
+    scheduling_policies: tuple[str, ...] = ("fcfs", "priority")
 
     def __init__(self, config: SGLangConfig) -> None:
         super().__init__(config)

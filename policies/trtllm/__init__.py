@@ -16,9 +16,15 @@ from .block_keys import BlockKeys
 from .capacity import CapacityResult, CapacityScheduler, CapacitySchedulerPolicy, PeftBudget
 from .chunking import ChunkingPolicy, reuse_adjusted_compute, set_ctx_requests_chunk_size
 from .config import TrtllmConfig
-from .errors import KvCacheExhausted, SchedulerWedged, TokenBudgetExceeded, TrtllmFailure
+from .errors import (
+    KvCacheExhausted,
+    KvCacheExhaustedError,
+    SchedulerWedged,
+    TokenBudgetExceeded,
+    TrtllmFailure,
+)
 from .kv_accounting import KvAccounting
-from .kv_cache_manager import KvCacheExhaustedError, KVCacheManager, PrefixReuseSummary
+from .kv_cache_manager import KVCacheManager, PrefixReuseSummary
 from .micro_batch import ContextChunkingConfig, MicroBatch, MicroBatchScheduler
 from .pause import pause
 from .policy import TrtllmPolicy

@@ -7,6 +7,11 @@ simulator error; the message names the step, the requests and the cause.
 from __future__ import annotations
 
 
+class KvCacheExhaustedError(RuntimeError):
+    """The KV cache manager has no free block where one is needed (TensorRT-LLM: "No free blocks
+    left"); prepare_resources turns it into KvCacheExhausted."""
+
+
 class TrtllmFailure(RuntimeError):
     """TensorRT-LLM itself would fail (or hang) at this step."""
 

@@ -57,3 +57,8 @@ def check_policy_invariants(policy: TrtllmPolicy) -> None:
         assert not policy.kv.has_sequence(req.request_id), f"{req.request_id}: queued request holds blocks"
     for req in policy.active:
         _check_request(policy, req)
+    cap = policy.last_capacity
+    if cap is not None:
+        fitting, paused = {r.request_id for r in cap.fitting}, {r.request_id for r in cap.paused}
+        assert not fitting & paused, f"requests both fitting and paused: {sorted(fitting & paused)}"
+        assert len(fitting) <= policy.config.effective_max_batch_size, "more fitting requests than the cap"

@@ -32,13 +32,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from .block_keys import BlockKey
+from .errors import KvCacheExhaustedError
 from .radix_tree import KVCacheBlock, LookupNode, RadixTree
 
 FIRST_BLOCK_ID = 1  # block 0 stays unused, as the simulator's and the real executor's null block
-
-
-class KvCacheExhaustedError(RuntimeError):
-    """No free block where one is needed (TensorRT-LLM: "No free blocks left")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +87,8 @@ class KVCacheManager:
         )
         self.tree = RadixTree()
         self.seq_blocks: dict[str, list[KVCacheBlock]] = {}
+        # the same tables as block ids, kept in step with seq_blocks: plans hand them out per step
+        self.seq_block_ids: dict[str, list[int]] = {}
         self.seq_num_tokens: dict[str, int] = {}
         # (source, destination) block ids whose KV a partial reuse copies; the policy drains it
         self.pending_copies: list[tuple[int, int]] = []
@@ -108,8 +107,8 @@ class KVCacheManager:
         return min(1.0, (self.num_blocks - len(self.free_queue)) / self.pool_blocks)
 
     def get_block_ids(self, request_id: str) -> list[int]:
-        """The sequence's block table (empty when it has none)."""
-        return [b.block_id for b in self.seq_blocks.get(request_id, ())]
+        """The sequence's block table, empty when it has none (live list: copy it to keep it)."""
+        return self.seq_block_ids.get(request_id, [])
 
     def num_blocks_of(self, request_id: str) -> int:
         """Blocks the sequence holds."""
@@ -149,6 +148,7 @@ class KVCacheManager:
         """Append a block to the sequence's table."""
         block.ref_count += 1
         self.seq_blocks[request_id].append(block)
+        self.seq_block_ids[request_id].append(block.block_id)
 
     # ---- sequences ----
     def add_sequence(self, request_id: str, input_length: int, keys: list[BlockKey]) -> int:
@@ -167,6 +167,7 @@ class KVCacheManager:
                 f"sequence {request_id} needs {needed} free KV blocks, {len(self.free_queue)} are free"
             )
         self.seq_blocks[request_id] = []
+        self.seq_block_ids[request_id] = []
         self.seq_num_tokens[request_id] = input_length
         if not self.enable_block_reuse:
             for _ in range(num_blocks):
@@ -250,6 +251,7 @@ class KVCacheManager:
         self.seq_num_tokens[request_id] = n - 1
         if (n - 1) % self.tokens_per_block == 0:
             block = self.seq_blocks[request_id].pop()
+            self.seq_block_ids[request_id].pop()
             block.ref_count -= 1
             if block.ref_count == 0:
                 self._release(block)
@@ -264,6 +266,7 @@ class KVCacheManager:
     def remove_sequence(self, request_id: str, keys: list[BlockKey] | None) -> None:
         """releaseBlocks: store the blocks under `keys` (if given), then release them last first."""
         blocks = self.seq_blocks.pop(request_id, None)
+        self.seq_block_ids.pop(request_id, None)
         self.seq_num_tokens.pop(request_id, None)
         if blocks is None:
             return
@@ -339,6 +342,9 @@ class KVCacheManager:
             assert len(blocks) == -(-n // self.tokens_per_block), (
                 f"sequence {rid}: {len(blocks)} blocks for {n} tokens"
             )
+            assert self.seq_block_ids[rid] == [b.block_id for b in blocks], (
+                f"sequence {rid}: block ids differ"
+            )
             for block in blocks:
                 refs[block.block_id] = refs.get(block.block_id, 0) + 1
         for block in self.blocks[FIRST_BLOCK_ID:]:
@@ -353,3 +359,4 @@ class KVCacheManager:
                 f"block {block.block_id}: its tree node holds another block"
             )
         assert len(self.free_queue) + len(refs) == self.num_blocks, "KV blocks not conserved"
+        assert self.seq_block_ids.keys() == self.seq_blocks.keys(), "block id tables differ"

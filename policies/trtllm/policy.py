@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping
 from ..plan import RequestOutput, StepPlan, StepResult
 from ..request import Request, RequestStatus
 from .block_keys import BlockKeys
-from .capacity import CapacityScheduler, CapacitySchedulerPolicy, PeftBudget
+from .capacity import CapacityResult, CapacityScheduler, CapacitySchedulerPolicy, PeftBudget
 from .chunking import ChunkingPolicy
 from .config import TrtllmConfig
 from .errors import SchedulerWedged
@@ -106,6 +106,7 @@ class TrtllmPolicy:
         self.release_after_step: dict[str, LlmRequest] = {}  # aborted while their step runs
         self.finished_req_ids: list[str] = []  # reported in the next plan
         self.iter_counter = 0  # PyExecutor's: the plan's step id
+        self.last_capacity: CapacityResult | None = None  # the last step's capacity pass (invariants)
 
     # ---- queue ----
     def _snapshot_points(self, prompt_len: int) -> tuple[int, ...]:
@@ -193,7 +194,7 @@ class TrtllmPolicy:
         plan = StepPlan(step_id=step)
         plan.finished_req_ids, self.finished_req_ids = self.finished_req_ids, []
         self._activate_new_requests()
-        cap = self.capacity.schedule(self.active, self.inflight)
+        cap = self.last_capacity = self.capacity.schedule(self.active, self.inflight)
         self.stats.num_prefix_skips += cap.num_prefix_skipped
         micro = self.micro.schedule(cap.fitting, self.inflight)
         batch = ScheduledRequests(generation_requests=micro.generation_requests, paused_requests=cap.paused)

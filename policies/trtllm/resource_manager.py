@@ -14,8 +14,8 @@ after the trim) this raises the matching `TrtllmFailure`.
 from __future__ import annotations
 
 from .block_keys import BlockKeys
-from .errors import KvCacheExhausted, TokenBudgetExceeded
-from .kv_cache_manager import KvCacheExhaustedError, KVCacheManager
+from .errors import KvCacheExhausted, KvCacheExhaustedError, TokenBudgetExceeded
+from .kv_cache_manager import KVCacheManager
 from .scheduled_requests import ScheduledRequests
 from .state import LlmRequest
 from .stats import TrtllmStats

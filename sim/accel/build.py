@@ -29,7 +29,6 @@ from schedsim.accel import (
     REPO_ROOT,
     check_manifest,
     file_hash,
-    source_path,
 )
 
 BUILD_DIR = REPO_ROOT / "build" / "accel"
@@ -93,8 +92,12 @@ def source_rel(module: str) -> Path:
     return Path(*parts).with_suffix(".py")
 
 
-def install_build(built: dict[str, Path]) -> dict:
-    """Copy the extensions into sim/_compiled/ and write the manifest."""
+def install_build(built: dict[str, Path], staged: Path) -> dict:
+    """Copy the extensions into sim/_compiled/ and write the manifest.
+
+    The hashes are the staged copies' (what was compiled), so a source edited during the build
+    leaves the build stale instead of passing for it.
+    """
     if COMPILED_DIR.exists():
         shutil.rmtree(COMPILED_DIR)
     COMPILED_DIR.mkdir(parents=True)
@@ -115,7 +118,7 @@ def install_build(built: dict[str, Path]) -> dict:
         shutil.copy2(path, dest)
         rel = str(dest.relative_to(COMPILED_DIR))
         if name in COMPILED_MODULES:
-            manifest["modules"][name] = {"so": rel, "sha256": file_hash(source_path(name))}
+            manifest["modules"][name] = {"so": rel, "sha256": file_hash(staged / source_rel(name))}
         else:
             manifest["group"] = {"name": name, "so": rel}
     MANIFEST.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
@@ -155,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     except (Exception, SystemExit) as e:  # no mypy, a type error, no C compiler: say which
         print(f"schedsim.accel.build: the compiled core was not built: {e!r}", file=sys.stderr)
         return 0 if args.soft else 1
-    manifest = install_build(built)
+    manifest = install_build(built, BUILD_DIR / "src")
     print(
         f"compiled core: {len(manifest['modules'])} modules in {time.perf_counter() - t0:.0f} s "
         f"-> {COMPILED_DIR.relative_to(REPO_ROOT)}/"

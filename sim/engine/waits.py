@@ -1,7 +1,7 @@
 """The wait protocol between the engine loop and the world that drives it.
 
 The engine loop (`schedsim.engine.loop.Engine.run`) is a generator. Every value it yields is one of the
-plain dataclasses below; the driver resolves it and sends the answer back with `gen.send(value)`:
+plain objects below; the driver resolves it and sends the answer back with `gen.send(value)`:
 
 | yielded            | the driver does                                            | sends back          |
 |--------------------|------------------------------------------------------------|---------------------|
@@ -25,7 +25,7 @@ torch object; handles are whatever the driver returned from Launch.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from schedsim.policies import Request, StepPlan
@@ -36,31 +36,19 @@ CPU_PHASE_KINDS = ("schedule", "prepare_inputs", "d2h_copy", "update_from_output
 TIMELINE_KIND_OF_PHASE = {kind: kind for kind in CPU_PHASE_KINDS} | {"grammar_bitmask": "prepare_inputs"}
 
 
-# init=False with an explicit __init__ (built several times per step): compiled, it runs natively.
-@dataclass(slots=True, init=False)
+# The waits built every step are plain classes with an explicit __init__: compiled, a dataclass's
+# generated __init__ stays interpreted code, 4-6x slower to call.
 class CpuPhase:
     """The engine thread did one phase of work for step `step` (kind in CPU_PHASE_KINDS)."""
-
-    kind: str
-    num_reqs: int
-    num_tokens: int
-    step: int
 
     def __init__(self, kind: str, num_reqs: int, num_tokens: int, step: int = -1) -> None:
         self.kind, self.num_reqs, self.num_tokens, self.step = kind, num_reqs, num_tokens, step
 
 
-@dataclass(slots=True, init=False)
 class Launch:
     """Start computing `plan` (the `step`-th launch); with `hold_sampling` its sampling waits for a
     Sample: a deferred batch (vLLM's, `defer_sampling`: the previous step's output is needed first)
     or a grammar bitmask the engine thread is still filling."""
-
-    plan: StepPlan
-    requests: Mapping[str, Request]
-    step: int
-    defer_sampling: bool
-    hold_sampling: bool
 
     def __init__(
         self,
@@ -81,11 +69,8 @@ class Sample:
     handle: Any
 
 
-@dataclass(slots=True, init=False)
 class WaitStep:
     """Block until the launched step behind `handle` is done; answered with its StepResult."""
-
-    handle: Any
 
     def __init__(self, handle: Any) -> None:
         self.handle = handle
@@ -103,16 +88,12 @@ class WaitArrival:
     """Nothing to do: block until the next input (request or abort) arrives."""
 
 
-@dataclass(slots=True, init=False)
 class Inputs:
     """New requests and client aborts, in arrival order."""
 
-    requests: list[Request] = field(default_factory=list)
-    abort_ids: list[str] = field(default_factory=list)
-
     def __init__(self, requests: list[Request] | None = None, abort_ids: list[str] | None = None) -> None:
-        self.requests = [] if requests is None else requests
-        self.abort_ids = [] if abort_ids is None else abort_ids
+        self.requests: list[Request] = [] if requests is None else requests
+        self.abort_ids: list[str] = [] if abort_ids is None else abort_ids
 
     def __bool__(self) -> bool:
         return bool(self.requests or self.abort_ids)

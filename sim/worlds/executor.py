@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from schedsim.latency.base import StepShape
@@ -30,26 +29,8 @@ from schedsim.policies import Request, StepPlan, StepResult
 from schedsim.worlds.oracle import WorkloadOracle, synthetic_token, verifiable_drafts
 
 
-@dataclass(slots=True, eq=False, init=False)  # explicit __init__: native when compiled
 class SimStep:
     """A launched step: its result, modelled GPU time and batch composition."""
-
-    step: int
-    plan: StepPlan
-    result: StepResult
-    gpu_time: float
-    num_prefill_reqs: int
-    num_decode_reqs: int
-    num_prefill_tokens: int
-    num_decode_tokens: int
-    num_spec_tokens: int
-    defer_sampling: bool
-    # the drafter's part of gpu_time: it runs after sampling (after a deferred sample's release)
-    draft_time: float
-    # filled in by the world that runs it
-    ready: float
-    start: float
-    end: float
 
     def __init__(
         self,
@@ -68,7 +49,9 @@ class SimStep:
         self.num_prefill_reqs, self.num_decode_reqs = num_prefill_reqs, num_decode_reqs
         self.num_prefill_tokens, self.num_decode_tokens = num_prefill_tokens, num_decode_tokens
         self.num_spec_tokens, self.defer_sampling = num_spec_tokens, defer_sampling
+        # the drafter's part of gpu_time: it runs after sampling (after a deferred sample's release)
         self.draft_time = 0.0
+        # filled in by the world that runs it
         self.ready, self.start, self.end = 0.0, math.nan, math.nan
 
 

@@ -21,9 +21,7 @@ import zlib
 from collections.abc import Iterable
 from typing import Any, Final
 
-import numpy as np
 from mypy_extensions import i64
-from schedsim import accel
 from schedsim.policies import Request
 
 MASK64: Final = (1 << 64) - 1
@@ -39,9 +37,6 @@ def _phi_i64() -> i64:
 
 
 PHI_I64: Final[i64] = _phi_i64()
-_PHI_U64, _U32, _U3 = np.uint64(_PHI), np.uint64(32), np.uint64(3)
-# token_rows: below this many tokens a Python loop beats numpy's fixed cost; compiled, always
-GRID_MIN: Final = 1 << 62 if accel.status().active else 32
 
 
 def to_i64(x: int) -> int:
@@ -133,32 +128,21 @@ class WorkloadOracle:
         return self.token_rows([req], [first], count)[0]
 
     def token_rows(self, reqs: list[Request], firsts: list[int], count: int) -> list[list[int]]:
-        """`tokens` of many requests at once (a uint64 grid, which wraps as MASK64 does, when large)."""
+        """`tokens` of many requests at once (jumps: one row of `count` tokens per request)."""
         info, span = self.info, self.span
-        rows: list[list[int]]
-        if len(reqs) * count < GRID_MIN:  # numpy's fixed cost would dominate
-            rows = []
-            span64: i64 = span
-            ids = self._ids
-            n: i64 = count
-            for j in range(len(reqs)):  # (compiled, an indexed loop beats zip)
-                key: i64 = info[reqs[j].request_id][0]  # converted once, not per token
-                pos: i64 = firsts[j]
-                row: list[Any] = [None] * count
-                # synthetic_token inlined, every operand native (compiled: no call, no boxing)
-                for i in range(n):
-                    x: i64 = (key + pos + i) * PHI_I64
-                    row[i] = ids[3 + ((x >> 32) & 0xFFFFFFFF) % span64]
-                rows.append(row)
-        else:
-            keys = np.array([info[r.request_id][0] for r in reqs], np.int64).view(np.uint64)
-            keys += np.array(firsts, np.uint64)
-            grid: Any = keys[:, None] + np.arange(count, dtype=np.uint64)
-            grid *= _PHI_U64
-            grid >>= _U32
-            grid %= np.uint64(span)
-            grid += _U3
-            rows = grid.tolist()
+        rows: list[list[int]] = []
+        span64: i64 = span
+        ids = self._ids
+        n: i64 = count
+        for j in range(len(reqs)):  # (compiled, an indexed loop beats zip)
+            key: i64 = info[reqs[j].request_id][0]  # converted once, not per token
+            pos: i64 = firsts[j]
+            row: list[Any] = [None] * count
+            # synthetic_token inlined, every operand native (compiled: no call, no boxing)
+            for i in range(n):
+                x: i64 = (key + pos + i) * PHI_I64
+                row[i] = ids[3 + ((x >> 32) & 0xFFFFFFFF) % span64]
+            rows.append(row)
         for j in range(len(reqs)):
             req, first, row = reqs[j], firsts[j], rows[j]
             eos, stops = req.eos_token_id, req.stop_token_ids
