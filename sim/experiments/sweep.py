@@ -17,7 +17,7 @@ import itertools
 import json
 import multiprocessing
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -241,7 +241,7 @@ def _simulate_indexed(item: tuple[int, Any]) -> tuple[int, dict[str, Any]]:
 
 def _execute(
     pending: Sequence[SweepRun], engine: str, workers: int
-) -> Iterator[tuple[SweepRun, dict[str, Any]]]:
+) -> Generator[tuple[SweepRun, dict[str, Any]], None, None]:
     """Yield (run, metrics) as runs finish, on the chosen engine; on Ctrl-C the pool's workers
     are stopped at once (not after their current run)."""
     if engine == "ray":
