@@ -5,6 +5,7 @@
 | `request.py`, `plan.py` | Request (workload item + scheduling state), StepPlan, StepResult, RequestOutput |
 | `interface.py` | Policy and Executor protocols; capabilities (SupportsFastForward, HasRunCounters) |
 | `registry.py` | policy names -> policies; plugins through the `schedsim.policies` entry points |
+| `plugin_registry.py` | the named registry with entry-point plugins that policies and routers share |
 | `config.py` | SchedulerConfig, the knobs every policy shares |
 | `kv_cache/` | vLLM's KV block pool and manager with hash-based prefix caching |
 | `fastforward.py` | the policy side of exact fast-forward, shared by the companions |

@@ -8,16 +8,14 @@ import (`load_plugins`, RunConfig.plugins, `--plugin` on the command line).
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
-import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import Any
 
 from .config import SchedulerConfig
 from .interface import Policy
+from .plugin_registry import PluginRegistry, build_from_options
 
 ENTRY_POINT_GROUP = "schedsim.policies"
 
@@ -33,14 +31,11 @@ class PolicyInfo:
 
     def make(self, **options: Any) -> Policy:
         """Build the policy from keyword options, rejecting unknown ones by name."""
-        known = {f.name for f in dataclasses.fields(self.config_cls)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise ValueError(f"policy {self.name!r}: unknown option(s) {unknown}; known: {sorted(known)}")
-        return self.factory(self.config_cls(**options))
+        policy: Policy = build_from_options("policy", self.name, self.config_cls, self.factory, options)
+        return policy
 
 
-_REGISTRY: dict[str, PolicyInfo] = {}
+REGISTRY: PluginRegistry[PolicyInfo] = PluginRegistry("policy", ENTRY_POINT_GROUP)
 
 
 def register_policy(
@@ -49,9 +44,7 @@ def register_policy(
     """Class or factory decorator: `@register_policy("vllm", "...", VllmConfig)`."""
 
     def deco(factory: Any) -> Any:
-        if name in _REGISTRY:
-            raise ValueError(f"policy {name!r} registered twice")
-        _REGISTRY[name] = PolicyInfo(name, description, config_cls, factory)
+        REGISTRY.add(PolicyInfo(name, description, config_cls, factory))
         return factory
 
     return deco
@@ -59,12 +52,7 @@ def register_policy(
 
 def get_policy_info(name: str) -> PolicyInfo:
     """Look a policy up by name, listing the known names on a miss."""
-    load_entry_points()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        broken = "".join(f"; plugin {p!r} failed to load: {why}" for p, why in _FAILED_PLUGINS.items())
-        raise ValueError(f"unknown policy {name!r}; known: {sorted(_REGISTRY)}{broken}") from None
+    return REGISTRY.get(name)
 
 
 def make_policy(name: str, **options: Any) -> Policy:
@@ -74,29 +62,7 @@ def make_policy(name: str, **options: Any) -> Policy:
 
 def list_policies() -> list[PolicyInfo]:
     """Every registered policy, sorted by name."""
-    load_entry_points()
-    return [_REGISTRY[n] for n in sorted(_REGISTRY)]
-
-
-_ENTRY_POINTS_LOADED: list[bool] = []
-_FAILED_PLUGINS: dict[str, str] = {}  # entry point name -> why its module did not import
-
-
-def load_entry_points() -> None:
-    """Import every module the `schedsim.policies` entry points name (once per process). A plugin
-    that fails to import is named in a warning (and in the error of a lookup that misses), and
-    the others still load: one broken installation does not stop every run."""
-    if _ENTRY_POINTS_LOADED:
-        return
-    _ENTRY_POINTS_LOADED.append(True)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            ep.load()
-        except Exception as exc:  # any import-time failure of third-party code
-            _FAILED_PLUGINS[ep.name] = f"{ep.value}: {type(exc).__name__}: {exc}"
-            warnings.warn(
-                f"schedsim: policy plugin {ep.name!r} ({ep.value}) failed to load: {exc}", stacklevel=2
-            )
+    return REGISTRY.all()
 
 
 def load_plugins(modules: Iterable[str]) -> None:

@@ -8,13 +8,11 @@ on the first lookup), or by naming a module to import (RunConfig.plugins, `--plu
 
 from __future__ import annotations
 
-import dataclasses
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib.metadata import entry_points
 from typing import Any
 
+from ..plugin_registry import PluginRegistry, build_from_options
 from .interface import Router
 
 ROUTER_ENTRY_POINT_GROUP = "schedsim.routers"
@@ -43,16 +41,11 @@ class RouterInfo:
 
     def make(self, **options: Any) -> Router:
         """Build the router from keyword options, rejecting unknown ones by name."""
-        known = {f.name for f in dataclasses.fields(self.config_cls)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise ValueError(f"router {self.name!r}: unknown option(s) {unknown}; known: {sorted(known)}")
-        return self.factory(self.config_cls(**options))
+        router: Router = build_from_options("router", self.name, self.config_cls, self.factory, options)
+        return router
 
 
-_REGISTRY: dict[str, RouterInfo] = {}
-_ENTRY_POINTS_LOADED: list[bool] = []
-_FAILED_PLUGINS: dict[str, str] = {}  # entry point name -> why its module did not import
+REGISTRY: PluginRegistry[RouterInfo] = PluginRegistry("router", ROUTER_ENTRY_POINT_GROUP)
 
 
 def register_router(
@@ -61,9 +54,7 @@ def register_router(
     """Class or factory decorator: `@register_router("round-robin", "...")`."""
 
     def deco(factory: Any) -> Any:
-        if name in _REGISTRY:
-            raise ValueError(f"router {name!r} registered twice")
-        _REGISTRY[name] = RouterInfo(name, description, config_cls, factory)
+        REGISTRY.add(RouterInfo(name, description, config_cls, factory))
         return factory
 
     return deco
@@ -71,12 +62,7 @@ def register_router(
 
 def get_router_info(name: str) -> RouterInfo:
     """Look a router up by name, listing the known names on a miss."""
-    load_router_entry_points()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        broken = "".join(f"; plugin {p!r} failed to load: {why}" for p, why in _FAILED_PLUGINS.items())
-        raise ValueError(f"unknown router {name!r}; known: {sorted(_REGISTRY)}{broken}") from None
+    return REGISTRY.get(name)
 
 
 def make_router(name: str, **options: Any) -> Router:
@@ -86,21 +72,4 @@ def make_router(name: str, **options: Any) -> Router:
 
 def list_routers() -> list[RouterInfo]:
     """Every registered router, sorted by name."""
-    load_router_entry_points()
-    return [_REGISTRY[n] for n in sorted(_REGISTRY)]
-
-
-def load_router_entry_points() -> None:
-    """Import every module the `schedsim.routers` entry points name (once per process); one that
-    fails to import is named in a warning and in a missed lookup's error, the others still load."""
-    if _ENTRY_POINTS_LOADED:
-        return
-    _ENTRY_POINTS_LOADED.append(True)
-    for ep in entry_points(group=ROUTER_ENTRY_POINT_GROUP):
-        try:
-            ep.load()
-        except Exception as exc:  # any import-time failure of third-party code
-            _FAILED_PLUGINS[ep.name] = f"{ep.value}: {type(exc).__name__}: {exc}"
-            warnings.warn(
-                f"schedsim: router plugin {ep.name!r} ({ep.value}) failed to load: {exc}", stacklevel=2
-            )
+    return REGISTRY.all()

@@ -156,7 +156,7 @@ def test_the_plugin_validates_its_config(bad: int) -> None:
 
 
 def test_a_broken_plugin_is_named_and_the_others_still_load(monkeypatch: pytest.MonkeyPatch) -> None:
-    from schedsim.policies import registry
+    from schedsim.policies import plugin_registry, registry
 
     class Broken:
         name, value = "broken", "no_such_plugin_module"
@@ -164,9 +164,9 @@ def test_a_broken_plugin_is_named_and_the_others_still_load(monkeypatch: pytest.
         def load(self) -> None:
             raise ModuleNotFoundError("No module named 'no_such_plugin_module'")
 
-    monkeypatch.setattr(registry, "_ENTRY_POINTS_LOADED", [])
-    monkeypatch.setattr(registry, "_FAILED_PLUGINS", {})
-    monkeypatch.setattr(registry, "entry_points", lambda group: [Broken()])
+    monkeypatch.setattr(registry.REGISTRY, "loaded", False)
+    monkeypatch.setattr(registry.REGISTRY, "failed", {})
+    monkeypatch.setattr(plugin_registry, "entry_points", lambda group: [Broken()])
     with pytest.warns(UserWarning, match="policy plugin 'broken'"):
         assert get_policy_info("vllm").name == "vllm"
     with pytest.raises(ValueError, match="plugin 'broken' failed to load: no_such_plugin_module"):
