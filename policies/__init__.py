@@ -3,6 +3,7 @@
 | module / package | owns |
 |------------------|------|
 | `request.py`, `plan.py` | Request (workload item + scheduling state), StepPlan, StepResult, RequestOutput |
+| `kv_transfer.py` | KVTransferParams: the prefill/decode disaggregation contract |
 | `interface.py` | Policy and Executor protocols; capabilities (SupportsFastForward, HasRunCounters) |
 | `registry.py` | policy names -> policies; plugins through the `schedsim.policies` entry points |
 | `plugin_registry.py` | the named registry with entry-point plugins that policies and routers share |
@@ -29,6 +30,7 @@ from .interface import (
     SupportsFastForward,
     SupportsGrammarBitmask,
 )
+from .kv_transfer import KVTransferParams
 from .plan import RequestOutput, StepPlan, StepResult
 from .registry import (
     ENTRY_POINT_GROUP,
@@ -46,6 +48,7 @@ __all__ = [
     "Executor",
     "FastForwardHooks",
     "HasRunCounters",
+    "KVTransferParams",
     "Policy",
     "PolicyInfo",
     "Request",

@@ -32,6 +32,8 @@ class StepPlan:
         finished_req_ids: list[str] | None = None,
         has_structured_output_requests: bool = False,
         pending_structured_output_tokens: bool = False,
+        kv_reqs_to_recv: dict[str, int] | None = None,
+        kv_reqs_to_send: dict[str, int] | None = None,
     ) -> None:
         self.step_id = step_id
         self.num_scheduled_tokens: dict[str, int] = (
@@ -57,6 +59,11 @@ class StepPlan:
         self.finished_req_ids: list[str] = [] if finished_req_ids is None else finished_req_ids
         self.has_structured_output_requests = has_structured_output_requests
         self.pending_structured_output_tokens = pending_structured_output_tokens
+        # disaggregation (see kv_transfer.py): request id -> tokens whose KV this step starts
+        # loading from the remote prefill (decode side), or holds for the remote decode to read
+        # after finishing (prefill side).
+        self.kv_reqs_to_recv: dict[str, int] = {} if kv_reqs_to_recv is None else kv_reqs_to_recv
+        self.kv_reqs_to_send: dict[str, int] = {} if kv_reqs_to_send is None else kv_reqs_to_send
 
     def __repr__(self) -> str:
         return f"StepPlan(step_id={self.step_id}, num_scheduled_tokens={self.num_scheduled_tokens})"
@@ -92,6 +99,8 @@ class StepResult:
         failed_kv_load_ids: set[str] | None = None,
         start_time: float = 0.0,
         end_time: float = 0.0,
+        finished_sending: set[str] | None = None,
+        finished_recving: set[str] | None = None,
     ) -> None:
         self.step_id = step_id
         # accepted drafts followed by the bonus token; empty list for a prefill chunk.
@@ -101,6 +110,10 @@ class StepResult:
         self.failed_kv_load_ids: set[str] = set() if failed_kv_load_ids is None else failed_kv_load_ids
         self.start_time = start_time
         self.end_time = end_time
+        # disaggregation (vLLM's KVConnectorOutput): transfers that ended before this step did;
+        # sending: the prefill side may free the blocks; recving: the decode side may compute.
+        self.finished_sending: set[str] = set() if finished_sending is None else finished_sending
+        self.finished_recving: set[str] = set() if finished_recving is None else finished_recving
 
 
 class RequestOutput:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from .kv_transfer import KVTransferParams
+
 
 class RequestStatus(IntEnum):
     """vLLM's request statuses in chronological order, so `status > PREEMPTED` means finished."""
@@ -54,6 +56,8 @@ class Request:
     # structured output: the grammar is compiled (vLLM's structured_output_request.grammar is set);
     # until then vLLM keeps the request in WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR
     grammar_ready: bool = True
+    # prefill/decode disaggregation: which side of a pair serves this request (None: colocated)
+    kv_transfer_params: KVTransferParams | None = None
     # ---- scheduling state (owned by the policy) ----
     status: RequestStatus = RequestStatus.WAITING
     num_computed_tokens: int = 0
