@@ -4,7 +4,7 @@
 |------------------|------|
 | `request.py`, `plan.py` | Request (workload item + scheduling state), StepPlan, StepResult, RequestOutput |
 | `kv_transfer.py` | KVTransferParams: the prefill/decode disaggregation contract |
-| `interface.py` | Policy and Executor protocols; capabilities (SupportsFastForward, HasRunCounters) |
+| `interface.py` | Policy and Executor protocols; capabilities (SupportsFastForward, HasRunCounters, SupportsKVTransfer) |
 | `registry.py` | policy names -> policies; plugins through the `schedsim.policies` entry points |
 | `plugin_registry.py` | the named registry with entry-point plugins that policies and routers share |
 | `config.py` | SchedulerConfig, the knobs every policy shares |
@@ -29,6 +29,7 @@ from .interface import (
     RequestRejected,
     SupportsFastForward,
     SupportsGrammarBitmask,
+    SupportsKVTransfer,
 )
 from .kv_transfer import KVTransferParams
 from .plan import RequestOutput, StepPlan, StepResult
@@ -58,6 +59,7 @@ __all__ = [
     "SchedulerConfig",
     "SupportsFastForward",
     "SupportsGrammarBitmask",
+    "SupportsKVTransfer",
     "StepPlan",
     "StepResult",
     "get_policy_info",

@@ -131,6 +131,14 @@ class HasRunCounters(Protocol):
 
 
 @runtime_checkable
+class SupportsKVTransfer(Protocol):
+    """Optional: the policy serves either side of a prefill/decode pair (see `kv_transfer.py`)."""
+
+    def has_kv_transfers_in_flight(self) -> bool:
+        """A load or send is outstanding, so an idle engine must wait for its end, not stop."""
+
+
+@runtime_checkable
 class Executor(Protocol):
     """Runs steps: `launch` never blocks; `collect` hands back the StepResult of a launched step."""
 
