@@ -4,7 +4,7 @@
 |------------------|------|
 | `request.py`, `plan.py` | Request (workload item + scheduling state), StepPlan, StepResult, RequestOutput |
 | `kv_transfer.py` | KVTransferParams: the prefill/decode disaggregation contract |
-| `interface.py` | Policy and Executor protocols; capabilities (SupportsFastForward, HasRunCounters, SupportsKVTransfer) |
+| `interface.py` | Policy and Executor protocols; optional capabilities (fast-forward, KV transfer...) |
 | `registry.py` | policy names -> policies; plugins through the `schedsim.policies` entry points |
 | `plugin_registry.py` | the named registry with entry-point plugins that policies and routers share |
 | `config.py` | SchedulerConfig, the knobs every policy shares |
