@@ -42,9 +42,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """Run the variants on one workload and print them side by side."""
     base = resolve_run_config(args)
     from schedsim.experiments.compare import (  # lazy subcommand
-        compare_configs,
+        compare_table,
         format_side_by_side,
         make_variants,
+        run_variants,
+        write_compare,
     )
 
     variants = make_variants(base, args.policies, args.variant)
@@ -52,7 +54,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         check_config(config, f"variant {label!r}")
     folder = OutputFolder(*chosen_out(args.out, "compare"))
     with folder as tmp:  # the lock and the write probe, before simulating
-        table = compare_configs(variants, out=tmp, progress=not args.no_progress, plots=not args.no_plots)
+        results = run_variants(variants, progress=not args.no_progress)
+        table = compare_table(results)
+        write_compare(results, table, tmp, plots=not args.no_plots)
     print(format_side_by_side(table))
     print(f"\nwrote {folder.final}/ (compare.parquet, per-variant tables, cdf_latency.png, over_time.png)")
     rows = table.set_index("label").to_dict("index")

@@ -94,7 +94,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     """Expand the grid, run what is not recorded yet, plot each metric against the knob."""
     file_grid, file_runs, opts = sweep_tables(args)
     base = resolve_run_config(args, ignore=SWEEP_TABLES)
-    from schedsim.experiments.sweep import SweepInterrupted, expand_grid, run_sweep  # lazy subcommand
+    from schedsim.experiments.sweep import SweepInterrupted, execute_sweep, expand_grid  # lazy subcommand
     from schedsim.outputs.compare_plots import plot_sweep
 
     grid = {**file_grid, **parse_grid_flags(args.grid)}
@@ -112,7 +112,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     with folder as out:  # the lock and the write probe; earlier records stay for the resume
         saved = 0
         try:
-            table = run_sweep(runs, out, engine=engine, workers=workers, progress=not args.no_progress)
+            table = execute_sweep(runs, out, engine=engine, workers=workers, progress=not args.no_progress)
             saved = len(runs)
             if x is not None:
                 plot_sweep(table, x, metrics, out, group_by=["policy", *grid])

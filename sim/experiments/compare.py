@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 from schedsim.outputs.files import write_run
-from schedsim.outputs.folder import slug
+from schedsim.outputs.folder import OutputFolder, slug
 from schedsim.outputs.numbers import format_value
 from schedsim.run.simulate import simulate
 from schedsim.run.toml_config import ConfigError, coerce, load_toml, merge, to_jsonable
@@ -192,18 +192,25 @@ def config_differences(configs: Mapping[str, Mapping[str, Any]]) -> dict[str, li
 def compare_configs(
     variants: Sequence[tuple[str, Any]], out: Path | None = None, progress: bool = True, plots: bool = True
 ) -> pd.DataFrame:
-    """Simulate each variant; write per-variant tables, compare.parquet and the overlaid plots."""
+    """Simulate each variant; with `out`, write them as one complete output folder (see write_compare)."""
+    if out is None:
+        return compare_table(run_variants(variants, progress))
+    with OutputFolder(out) as tmp:  # the lock and the write probe, before simulating
+        results = run_variants(variants, progress)
+        table = compare_table(results)
+        write_compare(results, table, tmp, plots)
+    return table
+
+
+def write_compare(results: Mapping[str, Any], table: pd.DataFrame, out: Path, plots: bool = True) -> None:
+    """Per-variant tables, compare.parquet and the overlaid plots, into a folder the caller holds."""
     from schedsim.outputs.compare_plots import plot_compare  # matplotlib, only when plotting
 
-    results = run_variants(variants, progress)
-    table = compare_table(results)
-    if out is not None:
-        for label, result in results.items():
-            write_run(result, out / slug(label), plots=False)
-        table.to_parquet(out / "compare.parquet", index=False)
-        if plots:
-            plot_compare(results, out)
-    return table
+    for label, result in results.items():
+        write_run(result, out / slug(label), plots=False)
+    table.to_parquet(out / "compare.parquet", index=False)
+    if plots:
+        plot_compare(results, out)
 
 
 def side_by_side(table: pd.DataFrame) -> pd.DataFrame:

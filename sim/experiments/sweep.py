@@ -25,7 +25,7 @@ import pandas as pd
 from schedsim import __version__
 from schedsim.experiments.compare import derived_metrics
 from schedsim.experiments.sweep_ray import execute_ray
-from schedsim.outputs.folder import write_atomic
+from schedsim.outputs.folder import WorkingFolder, write_atomic
 from schedsim.run.signals import sigint_ignored
 from schedsim.run.simulate import simulate
 from schedsim.run.toml_config import ConfigError, coerce, merge, to_jsonable
@@ -272,7 +272,24 @@ def run_sweep(
     notify: Callable[[str], None] = _stderr,
 ) -> pd.DataFrame:
     """Run the points not recorded under `out/runs/` with the same key, then assemble
-    out/results.parquet. Ctrl-C raises SweepInterrupted once the finished points are recorded."""
+    out/results.parquet, under the folder's lock; `out` is marked complete once every point is in.
+    Ctrl-C raises SweepInterrupted once the finished points are recorded."""
+    folder = WorkingFolder(out, keep=("runs",))
+    with folder as path:
+        table = execute_sweep(runs, path, engine, workers, progress, notify)
+        folder.complete()
+    return table
+
+
+def execute_sweep(
+    runs: Sequence[SweepRun],
+    out: Path,
+    engine: str = "process",
+    workers: int = 2,
+    progress: bool = True,
+    notify: Callable[[str], None] = _stderr,
+) -> pd.DataFrame:
+    """The sweep itself, written in place into `out`: the caller holds the folder (`WorkingFolder`)."""
     keys = run_keys(runs)
     ids = [_hash(k) for k in keys]
     recorded = _recorded(out / "runs", notify)
