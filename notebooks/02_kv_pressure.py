@@ -87,7 +87,7 @@ table.sort_values(["policy", "rate"])[[c for c in cols if c in table.columns]].r
 # Running the sweep again does nothing: every run is already recorded under the output folder.
 
 # %%
-records = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and p.name != "results.parquet"}
+records = {p: p.stat().st_mtime_ns for p in (out / "runs").glob("*.json")}
 again = run_sweep(runs, out, workers=1, progress=False)
 rewritten = [p for p, t in records.items() if p.stat().st_mtime_ns != t]
 assert len(again) == len(table) and not rewritten, rewritten
