@@ -9,8 +9,7 @@ from collections.abc import Sequence
 
 from schedsim.cli import compare, conformance, latency, listings, run, sweep, trace, validate
 from schedsim.cli.errors import guarded
-
-EXIT_INTERRUPTED = 130  # 128 + SIGINT
+from schedsim.cli.launch import EXIT_INTERRUPTED
 
 
 def build_parser() -> argparse.ArgumentParser:
