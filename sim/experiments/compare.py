@@ -12,6 +12,7 @@ import pandas as pd
 from schedsim.outputs.files import write_run
 from schedsim.outputs.folder import OutputFolder, slug
 from schedsim.outputs.numbers import format_value
+from schedsim.run.result import LATENCY_KEYS
 from schedsim.run.simulate import simulate
 from schedsim.run.toml_config import ConfigError, coerce, load_toml, merge, to_jsonable
 from schedsim.run.workload import load_trace, trace_options
@@ -24,18 +25,7 @@ COMPARE_METRICS: tuple[str, ...] = (
     "duration_s",
     "request_throughput",
     "output_throughput",
-    "mean_ttft_ms",
-    "median_ttft_ms",
-    "p99_ttft_ms",
-    "mean_tpot_ms",
-    "median_tpot_ms",
-    "p99_tpot_ms",
-    "mean_itl_ms",
-    "median_itl_ms",
-    "p99_itl_ms",
-    "mean_e2el_ms",
-    "median_e2el_ms",
-    "p99_e2el_ms",
+    *LATENCY_KEYS,
     "mean_queueing_ms",
     "mean_hol_blocking_ms",
     "p99_hol_blocking_ms",

@@ -83,6 +83,11 @@ ITL_COLUMNS: dict[str, str] = {
     "itl": "s, gap to the previous token of the request (the first token's is its TTFT)",
 }
 
+# vLLM's benchmark latency figures: mean, median and p99 of TTFT, TPOT, ITL and E2EL, in ms.
+LATENCY_KEYS: tuple[str, ...] = tuple(
+    f"{stat}_{metric}_ms" for metric in ("ttft", "tpot", "itl", "e2el") for stat in ("mean", "median", "p99")
+)
+
 # Keys every summary has (plus goodput and any extra figures).
 SUMMARY_KEYS: tuple[str, ...] = (
     "num_requests",
@@ -93,18 +98,7 @@ SUMMARY_KEYS: tuple[str, ...] = (
     "request_throughput",
     "output_throughput",
     "total_token_throughput",
-    "mean_ttft_ms",
-    "median_ttft_ms",
-    "p99_ttft_ms",
-    "mean_tpot_ms",
-    "median_tpot_ms",
-    "p99_tpot_ms",
-    "mean_itl_ms",
-    "median_itl_ms",
-    "p99_itl_ms",
-    "mean_e2el_ms",
-    "median_e2el_ms",
-    "p99_e2el_ms",
+    *LATENCY_KEYS,
     "mean_queueing_ms",
     "mean_hol_blocking_ms",
     "request_goodput",
