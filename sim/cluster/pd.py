@@ -5,7 +5,9 @@ each as a request with `max_tokens=1` and `KVTransferParams(do_remote_decode=Tru
 prefill replica announces a send (`kv_reqs_to_send`), the hand-off routes the request among the
 decode replicas with the decode pool's router and submits a new Request: same id, prompt and
 block hashes, the workload's max_tokens, `KVTransferParams(do_remote_prefill=True,
-remote_engine_id=<prefill replica>)`. Client aborts follow the request to the replica holding it.
+remote_engine_id=<prefill replica>)`; where the decode side's engine takes the first token from
+the prefill side (TensorRT-LLM's generation-only request), that token is the Request's only
+output token. Client aborts follow the request to the replica holding it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Callable, Sequence
 import simpy
 from schedsim.cluster.replica import Replica
 from schedsim.cluster.routing import RouterProcess, RoutingLog, route_in_pool
-from schedsim.cluster.transfers import KVPort, TransferHub
+from schedsim.cluster.transfers import KVPort
 from schedsim.policies import KVTransferParams, Request
 from schedsim.policies.routers import Router, RouteRequest
 from schedsim.worlds.inbox import Inbox
@@ -55,19 +57,6 @@ class PDInbox(Inbox):
         return self.bound(super().next_abort_poll_time())
 
 
-class PrefillRouterProcess(RouterProcess):
-    """The router process of the prefill pool; aborts follow a request handed to the decode pool."""
-
-    hub: TransferHub
-
-    def forward_abort(self, i: int, rid: str, t: float) -> None:
-        """Send the abort to the replica holding the request; a decode replica's abort also
-        releases the prefill side's blocks if the load never started."""
-        self.replicas[i].inbox.put_abort(t, rid)
-        if i not in self.pool:
-            self.hub.cancel(rid, t)
-
-
 class HandOff:
     """Routes each announced send among the decode replicas and submits its decode request."""
 
@@ -80,11 +69,14 @@ class HandOff:
         build: Callable[[int], tuple[Request, RouteRequest, int]],
         process: RouterProcess,
         live: bool,
+        first_token_in: Sequence[bool],
     ) -> None:
         self.env, self.replicas, self.pool, self.router = env, replicas, list(pool), router
         self.build = build  # row -> a fresh full Request, what the router reads, target output
         self.process = process  # owner of each request id (aborts), row of each routed request
         self.live = live
+        # per replica: its engine continues after the prefill's first token (carried in the request)
+        self.first_token_in = list(first_token_in)
         self.log = RoutingLog(len(self.pool), self.pool)
         self.rows: dict[str, int] = {}  # request id -> workload row (filled by the prefill routing)
         self.decode_of: dict[str, int] = {}
@@ -102,4 +94,6 @@ class HandOff:
         self.process.owner[rid] = i
         rep = self.replicas[i]
         rep.admit(row, request, target)
+        if self.first_token_in[i]:
+            request.output_token_ids.append(rep.world.executor.oracle.token(request, 0))
         rep.inbox.put_request(t, request)

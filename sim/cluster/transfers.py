@@ -52,7 +52,8 @@ class KVPort:
         self.hub, self.index = hub, index
         self.sends: list[Flow] = []  # undelivered transfers from here
         self.recvs: list[Flow] = []  # undelivered transfers to here
-        self.cancelled: list[tuple[float, str]] = []  # sends whose decode side gave up before loading
+        # sends the decode side dropped before loading (a 0-token notification): (when, request id)
+        self.cancelled: list[tuple[float, str]] = []
         self.announced: set[str] = set()  # sends announced, not yet started
 
     def on_launch(self, plan: StepPlan, requested: float, start: float) -> None:
@@ -151,6 +152,11 @@ class TransferHub:
         if src is None:
             raise RuntimeError(f"replica {dst} loads the KV of request {rid}, which no prefill replica sent")
         port = self.ports[src]
+        port.announced.discard(rid)
+        if tokens == 0:  # a notification, not a load: the decode side dropped the request first
+            port.cancelled.append((start + self.spec.latency, rid))
+            self._at(start + self.spec.latency, lambda: self._wake(src))
+            return
         blocks = transfer_blocks(tokens, self.block_size)
         i = len(self.ids)
         flow = Flow(i, src, dst, float(blocks * self.shard_block_bytes[src]))
@@ -169,24 +175,9 @@ class TransferHub:
         log.start.append(start)
         log.failed.append(failed)
         log.flows.append(flow)
-        if rid not in port.announced:  # the decode side gave up before: nothing to read
-            flow.joined = flow.done = flow.end = start
-            self.ports[dst].recvs.append(flow)
-            self.failed[i] = True
-            log.failed[i] = True
-            return
-        port.announced.discard(rid)
         port.sends.append(flow)
         self.ports[dst].recvs.append(flow)
         self._at(start, lambda: self._join(flow))
-
-    def cancel(self, rid: str, t: float) -> None:
-        """The decode side dropped rid before loading it (an abort): the prefill side frees at t."""
-        src = self.source.get(rid)
-        if src is not None and rid in self.ports[src].announced:
-            self.ports[src].announced.discard(rid)
-            self.ports[src].cancelled.append((t, rid))
-            self._at(t, lambda: self._wake(src))
 
     def settle(self, t: float) -> None:
         """Settle the link up to t (every transfer that could join by t has joined)."""

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import simpy
 from schedsim.cluster.interconnect import get_interconnect, kv_block_bytes_per_gpu
-from schedsim.cluster.pd import HandOff, PDInbox, PrefillRouterProcess
+from schedsim.cluster.pd import HandOff, PDInbox
 from schedsim.cluster.replica import Replica
 from schedsim.cluster.routing import RouterProcess
 from schedsim.cluster.tables import (
@@ -34,8 +34,9 @@ from schedsim.cluster.tables import (
 from schedsim.cluster.transfers import TransferHub
 from schedsim.latency.specs import get_model_spec
 from schedsim.metrics.summary import Slo, summarize
-from schedsim.policies import KVTransferParams, Request, SupportsKVTransfer
+from schedsim.policies import KVTransferParams, Request, SupportsKVTransfer, get_policy_info
 from schedsim.policies.routers import RouteRequest, make_router
+from schedsim.policies.trtllm.policy import TrtllmPolicy
 from schedsim.run.config import RunConfig
 from schedsim.run.resolve import resolve_run
 from schedsim.run.result import RunResult
@@ -104,8 +105,8 @@ def simulate_cluster(
     replicas, runs, described, configs = [], [], [], []
     for i in range(cfg.num_replicas()):
         rcfg = cfg.replica_config(i)
-        if pools is not None and i < num_prefill:  # a prefill replica never decodes: nothing to jump
-            rcfg = dataclasses.replace(rcfg, fast_forward=False)
+        if pools is not None:
+            rcfg = _pool_config(rcfg, i < num_prefill)
         resolved = resolve_run(rcfg)
         inbox = (PDInbox if pools else Inbox)(env, feeder_next_time, feeder_next_abort_time)
         run = build_run(
@@ -129,7 +130,7 @@ def simulate_cluster(
     sessions = session_ids(df)
     build = _builder(prep, sessions)
     pool = list(range(num_prefill))
-    process = (PrefillRouterProcess if pools else RouterProcess)(
+    process = RouterProcess(
         env,
         stream,
         rows.tolist(),
@@ -152,10 +153,9 @@ def simulate_cluster(
             build,
             process,
             cfg.scrape_interval_s <= 0,
+            [isinstance(run.policy, TrtllmPolicy) for run in runs],
         )
         hub = _transfer_hub(cfg, env, configs, handoff, prep)
-        assert isinstance(process, PrefillRouterProcess)
-        process.hub = hub
         for rep in replicas:
             _wire(rep, hub)
     env.process(process.run())
@@ -163,11 +163,37 @@ def simulate_cluster(
     if pools is not None:
         env.process(_close_decode_pool(env, procs[:num_prefill], replicas[num_prefill:], process))
     env.run()
+    if hub is not None and cfg.max_sim_time is None:
+        _check_ended(runs, hub)
     wall = time.perf_counter() - wall0
     results = [build_result(configs[i], described[i], prep, run, wall) for i, run in enumerate(runs)]
     if handoff is not None and hub is not None:
         return _pd_result(cfg, prep, process, handoff, hub, results, _itl_gaps(runs), wall)
     return _cluster_result(cfg, prep, process, results, _itl_gaps(runs), wall)
+
+
+def _pool_config(rcfg: RunConfig, prefill: bool) -> RunConfig:
+    """A replica's config in its pool: a KV connector role where the policy has one (vLLM's
+    kv_role, unless given), and no fast-forward on the prefill side (it never decodes)."""
+    fields = {f.name for f in dataclasses.fields(get_policy_info(rcfg.policy).config_cls)}
+    over: dict[str, Any] = {}
+    if "kv_role" in fields and rcfg.policy_options.get("kv_role") is None:
+        role = "kv_producer" if prefill else "kv_consumer"
+        over["policy_options"] = {**rcfg.policy_options, "kv_role": role}
+    if prefill:
+        over["fast_forward"] = False
+    return dataclasses.replace(rcfg, **over)
+
+
+def _check_ended(runs: list[Any], hub: TransferHub) -> None:
+    """Every engine ended: one still waiting holds KV no decode replica ever read."""
+    for i, run in enumerate(runs):
+        if not run.world.finished:
+            held = sorted(hub.ports[i].announced)[:10]
+            raise RuntimeError(
+                f"replica {i} never ended: it waits for KV transfers that never came "
+                f"(sends announced and never loaded: {held})"
+            )
 
 
 def _prefill_builder(

@@ -42,6 +42,7 @@ class PDFcfs:
         self.loading: dict[str, Request] = {}
         self.sending: dict[str, int] = {}  # request id -> blocks held for the decode side
         self.to_send: dict[str, int] = {}
+        self.notify: dict[str, int] = {}  # decode side: 0-token recvs of requests dropped unloaded
         self.finished_ids: list[str] = []
         self.step_id = 0
 
@@ -64,7 +65,10 @@ class PDFcfs:
                 self.waiting.remove(req)
             if req in self.running:
                 self.running.remove(req)
-            self.loading.pop(rid, None)
+            params = req.kv_transfer_params
+            loaded = self.loading.pop(rid, None) is not None or req.num_computed_tokens > 0
+            if params is not None and params.do_remote_prefill and not loaded:
+                self.notify[rid] = 0  # never loaded: tell the prefill side to free its blocks
             self.free += self.blocks.pop(rid, 0)
             req.status = RequestStatus.FINISHED_ABORTED
             self.finished_ids.append(rid)
@@ -72,7 +76,9 @@ class PDFcfs:
         return out
 
     def has_requests(self) -> bool:
-        return bool(self.waiting or self.running or self.loading or self.finished_ids or self.to_send)
+        return bool(
+            self.waiting or self.running or self.loading or self.finished_ids or self.to_send or self.notify
+        )
 
     def has_unfinished_requests(self) -> bool:
         return bool(self.waiting or self.running or self.loading)
@@ -114,6 +120,8 @@ class PDFcfs:
             plan.new_req_ids.append(req.request_id)
             self._put(plan, req, n)
             budget -= n
+        plan.kv_reqs_to_recv.update(self.notify)
+        self.notify = {}
         plan.kv_reqs_to_send, self.to_send = self.to_send, {}
         plan.finished_req_ids, self.finished_ids = self.finished_ids, []
         return plan
@@ -154,7 +162,8 @@ class PDFcfs:
                 del self.requests[rid]
                 held = self.blocks.pop(rid)
                 params = req.kv_transfer_params
-                if params is not None and params.do_remote_decode and finish == RequestStatus.FINISHED_LENGTH_CAPPED:
+                capped = finish == RequestStatus.FINISHED_LENGTH_CAPPED
+                if params is not None and params.do_remote_decode and capped:
                     self.sending[rid] = held
                     self.to_send[rid] = req.num_computed_tokens
                 else:
