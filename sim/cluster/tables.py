@@ -126,21 +126,79 @@ def transfers_table(log: TransferLog) -> pd.DataFrame:
     )
 
 
-def pd_requests(tables: Sequence[pd.DataFrame], prefill: np.ndarray, decode: np.ndarray) -> pd.DataFrame:
+def pd_requests(
+    tables: Sequence[pd.DataFrame], prefill: np.ndarray, decode: np.ndarray, first_in: np.ndarray
+) -> pd.DataFrame:
     """The workload's rows across both sides: output, tokens and finish from the decode replica
     (the prefill replica's where the request never reached the decode pool), the first schedule
-    and cache hits from the prefill replica, the prefill side's first token beside them."""
+    and cache hits from the prefill replica, the prefill side's first token beside them. Where
+    the decode side continued after the prefill's first token (`first_in`), the client's stream
+    starts with that token: first token, TTFT, token count, TPOT and mean ITL span both sides."""
     final = np.where(decode >= 0, decode, prefill)
     out = merged_requests(tables, final)
     first = merged_requests(tables, prefill)
     for name in ("first_scheduled_time", "queueing_time", "num_cached_tokens"):
         out[name] = first[name]
+    if first_in.any():
+        _stream_from_prefill(out, first, first_in & (decode >= 0))
     at = out.columns.get_loc("replica") + 1
     out.insert(at, "prefill_replica", prefill.astype(np.int64))
     out.insert(at + 1, "decode_replica", decode.astype(np.int64))
     out["prefill_first_token_time"] = first["first_token_time"]
     out["prefill_finish_time"] = first["finish_time"]
     return out
+
+
+def _stream_from_prefill(out: pd.DataFrame, first: pd.DataFrame, rows: np.ndarray) -> None:
+    """Rows whose first token the prefill side delivered: one stream over both sides."""
+    n_dec = out["num_output_tokens"].to_numpy(np.int64)
+    dec_first = out["first_token_time"].to_numpy(float)
+    tpot = out["tpot"].to_numpy(float)
+    mean_itl = out["mean_itl"].to_numpy(float)
+    pre_first = first["first_token_time"].to_numpy(float)
+    last = np.where(n_dec >= 2, dec_first + np.nan_to_num(tpot) * (n_dec - 1), dec_first)
+    n = n_dec + 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        new_tpot = np.where(n >= 2, (last - pre_first) / (n - 1), np.nan)
+        itl_sum = np.where(n_dec >= 2, np.nan_to_num(mean_itl) * (n_dec - 1), 0.0) + (dec_first - pre_first)
+        new_itl = itl_sum / n_dec
+    arrival = out["arrival_time"].to_numpy(float)
+    for name, value in (
+        ("first_token_time", pre_first),
+        ("ttft", pre_first - arrival),
+        ("num_output_tokens", n),
+        ("tpot", new_tpot),
+        ("mean_itl", new_itl),
+    ):
+        col = out[name].to_numpy().copy()
+        col[rows] = value[rows] if col.dtype.kind == "f" else value[rows].astype(col.dtype)
+        out[name] = col
+
+
+def _stream_from_prefill(out: pd.DataFrame, first: pd.DataFrame, rows: np.ndarray) -> None:
+    """Rows whose first token the prefill side delivered: one stream over both sides."""
+    n_dec = out["num_output_tokens"].to_numpy(np.int64)
+    dec_first = out["first_token_time"].to_numpy(float)
+    tpot = out["tpot"].to_numpy(float)
+    mean_itl = out["mean_itl"].to_numpy(float)
+    pre_first = first["first_token_time"].to_numpy(float)
+    last = np.where(n_dec >= 2, dec_first + np.nan_to_num(tpot) * (n_dec - 1), dec_first)
+    n = n_dec + 1
+    with np.errstate(invalid="ignore", divide="ignore"):
+        new_tpot = np.where(n >= 2, (last - pre_first) / (n - 1), np.nan)
+        gaps = np.where(n_dec >= 2, np.nan_to_num(mean_itl) * (n_dec - 1), 0.0) + (dec_first - pre_first)
+        new_itl = gaps / n_dec
+    arrival = out["arrival_time"].to_numpy(float)
+    for name, value in (
+        ("first_token_time", pre_first),
+        ("ttft", pre_first - arrival),
+        ("num_output_tokens", n),
+        ("tpot", new_tpot),
+        ("mean_itl", new_itl),
+    ):
+        col = out[name].to_numpy().copy()
+        col[rows] = value[rows]
+        out[name] = col
 
 
 def pd_summary(transfers: pd.DataFrame, num_prefill: int, num_decode: int, link: str) -> dict[str, Any]:

@@ -320,7 +320,8 @@ def _pd_result(
     prefill[prefill_routing["row"].to_numpy()] = prefill_routing["replica"].to_numpy()
     decode = np.full(len(prep), -1, dtype=np.int64)
     decode[decode_routing["row"].to_numpy()] = decode_routing["replica"].to_numpy()
-    requests = pd_requests([r.requests for r in results], prefill, decode)
+    first_in = np.asarray(handoff.first_token_in, dtype=bool)[np.maximum(decode, 0)]
+    requests = pd_requests([r.requests for r in results], prefill, decode, first_in)
     steps = stacked([r.steps for r in results])
     timeline = stacked([r.timeline for r in results])
     itl = stacked([r.itl for r in results if r.itl is not None]) if cfg.record_itl else None
