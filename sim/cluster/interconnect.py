@@ -46,19 +46,17 @@ class InterconnectSpec:
             )
 
 
-GB = 1e9
-US = 1e-6
 INTERCONNECTS: dict[str, InterconnectSpec] = {
     spec.name: spec
     for spec in (
-        InterconnectSpec("nvlink", 450 * GB, 2 * US),
-        InterconnectSpec("ib-400g", 50 * GB, 5 * US),
-        InterconnectSpec("rdma-400g", 50 * GB, 5 * US),
-        InterconnectSpec("ib-200g", 25 * GB, 5 * US),
-        InterconnectSpec("rdma-200g", 25 * GB, 5 * US),
-        InterconnectSpec("pcie-gen5", 63 * GB, 2 * US),
-        InterconnectSpec("pcie-gen4", 31.5 * GB, 2 * US),
-        InterconnectSpec("eth-100g", 12.5 * GB, 20 * US),
+        InterconnectSpec("nvlink", 450e9, 2e-6),
+        InterconnectSpec("ib-400g", 50e9, 5e-6),
+        InterconnectSpec("rdma-400g", 50e9, 5e-6),
+        InterconnectSpec("ib-200g", 25e9, 5e-6),
+        InterconnectSpec("rdma-200g", 25e9, 5e-6),
+        InterconnectSpec("pcie-gen5", 63e9, 2e-6),
+        InterconnectSpec("pcie-gen4", 31.5e9, 2e-6),
+        InterconnectSpec("eth-100g", 12.5e9, 20e-6),
     )
 }
 
@@ -75,7 +73,7 @@ def get_interconnect(name: str) -> InterconnectSpec:
                 raise ValueError
         except (IndexError, ValueError):
             raise ValueError(f"interconnect {name!r}: write custom:GBPS:US, e.g. custom:25:5") from None
-        return InterconnectSpec(name, gbps * GB, us * US)
+        return InterconnectSpec(name, gbps * 1e9, us * 1e-6)
     raise ValueError(
         f"unknown interconnect {name!r}; choose one of {', '.join(INTERCONNECTS)} or custom:GBPS:US"
     )
