@@ -7,7 +7,9 @@ decode replicas with the decode pool's router and submits a new Request: same id
 block hashes, the workload's max_tokens, `KVTransferParams(do_remote_prefill=True,
 remote_engine_id=<prefill replica>)`; where the decode side's engine takes the first token from
 the prefill side (TensorRT-LLM's generation-only request), that token is the Request's only
-output token. Client aborts follow the request to the replica holding it.
+output token, and a request that token ended (its length cap or a stop token) is not handed
+over: the prefill side frees its blocks, as TensorRT-LLM's disaggregated server skips the
+generation request then. Client aborts follow the request to the replica holding it.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from collections.abc import Callable, Sequence
 import simpy
 from schedsim.cluster.replica import Replica
 from schedsim.cluster.routing import RouterProcess, RoutingLog, route_in_pool
-from schedsim.cluster.transfers import KVPort
-from schedsim.policies import KVTransferParams, Request
+from schedsim.cluster.transfers import KVPort, TransferHub
+from schedsim.policies import KVTransferParams, Request, RequestStatus
 from schedsim.policies.routers import Router, RouteRequest
 from schedsim.worlds.inbox import Inbox
 
@@ -80,6 +82,21 @@ class HandOff:
         self.log = RoutingLog(len(self.pool), self.pool)
         self.rows: dict[str, int] = {}  # request id -> workload row (filled by the prefill routing)
         self.decode_of: dict[str, int] = {}
+        self.prefill_requests: dict[str, Request] = {}  # prefill-side Requests not yet handed over
+        self.hub: TransferHub | None = None
+        # the decode pool's engines take the prefill's first token (one rule for the whole pool)
+        takes = {self.first_token_in[i] for i in self.pool}
+        if len(takes) > 1:
+            raise ValueError(
+                "RunConfig.pd: the decode pool mixes engines that take the prefill's first token "
+                "(TensorRT-LLM) with engines that sample it again (vLLM)"
+            )
+        self.pool_takes_first_token = takes == {True}
+
+    def _ended_by_first_token(self, pre: Request) -> bool:
+        """The prefill's first token was the request's last: a stop token, or a length cap of 1."""
+        full_max_tokens = self.build(self.rows[pre.request_id])[0].max_tokens
+        return pre.status == RequestStatus.FINISHED_STOPPED or full_max_tokens <= 1
 
     def __call__(self, src: int, rid: str, tokens: int) -> None:
         """Prefill replica `src` holds rid's KV now: route the decode request."""
@@ -87,6 +104,11 @@ class HandOff:
         row = self.rows[rid]
         if rid in self.decode_of:
             raise RuntimeError(f"request {rid} was sent to the decode pool twice")
+        pre = self.prefill_requests.pop(rid, None)
+        if self.pool_takes_first_token and pre is not None and self._ended_by_first_token(pre):
+            assert self.hub is not None
+            self.hub.release(rid, t)
+            return
         request, info, target = self.build(row)
         request.kv_transfer_params = KVTransferParams(do_remote_prefill=True, remote_engine_id=src)
         i = route_in_pool(self.router, self.log, self.replicas, self.pool, row, t, request, info, self.live)

@@ -179,6 +179,15 @@ class TransferHub:
         self.ports[dst].recvs.append(flow)
         self._at(start, lambda: self._join(flow))
 
+    def release(self, rid: str, t: float) -> None:
+        """No decode side will read rid's KV (the first token ended the request): the prefill
+        side frees its blocks at t."""
+        src = self.source[rid]
+        port = self.ports[src]
+        port.announced.discard(rid)
+        port.cancelled.append((t, rid))
+        self._wake(src)
+
     def settle(self, t: float) -> None:
         """Settle the link up to t (every transfer that could join by t has joined)."""
         self._finished(self.link.advance(t))

@@ -202,6 +202,10 @@ class Engine:
         yield CpuPhase("d2h_copy", n_reqs, n_tok, idx)
         self._apply_inputs((yield POLL_ABORTS), add=False)
         outputs = self.policy.update_from_output(plan, result)
+        if self.kv_transfer is not None and (
+            result.finished_recving or result.finished_sending or result.failed_kv_load_ids
+        ):
+            self.idle_empty_plans = 0  # an ended transfer may let the policy schedule again
         yield CpuPhase("update_from_output", n_reqs, n_tok, idx)
         for out in outputs:
             if out.finish_reason is not None:

@@ -129,6 +129,7 @@ def simulate_cluster(
         configs.append(rcfg)
     sessions = session_ids(df)
     build = _builder(prep, sessions)
+    prefill_requests: dict[str, Request] = {}
     pool = list(range(num_prefill))
     process = RouterProcess(
         env,
@@ -136,7 +137,7 @@ def simulate_cluster(
         rows.tolist(),
         replicas,
         router,
-        build if pools is None else _prefill_builder(build),
+        build if pools is None else _prefill_builder(build, prefill_requests),
         scrape_interval=cfg.scrape_interval_s,
         until=cfg.max_sim_time,
         pool=pool,
@@ -155,7 +156,9 @@ def simulate_cluster(
             cfg.scrape_interval_s <= 0,
             [isinstance(run.policy, TrtllmPolicy) for run in runs],
         )
+        handoff.prefill_requests = prefill_requests
         hub = _transfer_hub(cfg, env, configs, handoff, prep)
+        handoff.hub = hub
         for rep in replicas:
             _wire(rep, hub)
     env.process(process.run())
@@ -197,14 +200,16 @@ def _check_ended(runs: list[Any], hub: TransferHub) -> None:
 
 
 def _prefill_builder(
-    build: Callable[[int], tuple[Request, RouteRequest, int]],
+    build: Callable[[int], tuple[Request, RouteRequest, int]], made: dict[str, Request]
 ) -> Callable[[int], tuple[Request, RouteRequest, int]]:
-    """Row -> its prefill-side Request: the first token only, its KV held for the decode side."""
+    """Row -> its prefill-side Request: the first token only, its KV held for the decode side
+    (kept in `made` until the hand-off reads how it finished)."""
 
     def prefill(row: int) -> tuple[Request, RouteRequest, int]:
         req, info, target = build(row)
         req.max_tokens = 1
         req.kv_transfer_params = KVTransferParams(do_remote_decode=True)
+        made[req.request_id] = req
         return req, info, target
 
     return prefill
