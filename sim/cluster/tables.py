@@ -160,32 +160,6 @@ def _stream_from_prefill(out: pd.DataFrame, first: pd.DataFrame, rows: np.ndarra
     n = n_dec + 1
     with np.errstate(invalid="ignore", divide="ignore"):
         new_tpot = np.where(n >= 2, (last - pre_first) / (n - 1), np.nan)
-        itl_sum = np.where(n_dec >= 2, np.nan_to_num(mean_itl) * (n_dec - 1), 0.0) + (dec_first - pre_first)
-        new_itl = itl_sum / n_dec
-    arrival = out["arrival_time"].to_numpy(float)
-    for name, value in (
-        ("first_token_time", pre_first),
-        ("ttft", pre_first - arrival),
-        ("num_output_tokens", n),
-        ("tpot", new_tpot),
-        ("mean_itl", new_itl),
-    ):
-        col = out[name].to_numpy().copy()
-        col[rows] = value[rows] if col.dtype.kind == "f" else value[rows].astype(col.dtype)
-        out[name] = col
-
-
-def _stream_from_prefill(out: pd.DataFrame, first: pd.DataFrame, rows: np.ndarray) -> None:
-    """Rows whose first token the prefill side delivered: one stream over both sides."""
-    n_dec = out["num_output_tokens"].to_numpy(np.int64)
-    dec_first = out["first_token_time"].to_numpy(float)
-    tpot = out["tpot"].to_numpy(float)
-    mean_itl = out["mean_itl"].to_numpy(float)
-    pre_first = first["first_token_time"].to_numpy(float)
-    last = np.where(n_dec >= 2, dec_first + np.nan_to_num(tpot) * (n_dec - 1), dec_first)
-    n = n_dec + 1
-    with np.errstate(invalid="ignore", divide="ignore"):
-        new_tpot = np.where(n >= 2, (last - pre_first) / (n - 1), np.nan)
         gaps = np.where(n_dec >= 2, np.nan_to_num(mean_itl) * (n_dec - 1), 0.0) + (dec_first - pre_first)
         new_itl = gaps / n_dec
     arrival = out["arrival_time"].to_numpy(float)

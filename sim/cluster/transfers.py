@@ -205,9 +205,17 @@ class TransferHub:
     def _finished(self, flows: list[Flow]) -> None:
         """Transfers that sent their last byte: log their ends, wake both replicas at the end."""
         for f in flows:
-            src, dst = f.src, f.dst
-            self._at(f.end, lambda s=src, d=dst: (self._wake(s), self._wake(d)))
+            self._at(f.end, self._waker(f.src, f.dst))
         self._timer()
+
+    def _waker(self, src: int, dst: int) -> Callable[[], None]:
+        """Wake both ends of a transfer."""
+
+        def wake() -> None:
+            self._wake(src)
+            self._wake(dst)
+
+        return wake
 
     def _timer(self) -> None:
         """A wake-up at the link's next completion, so completions happen in the clock's order."""

@@ -188,24 +188,24 @@ class SimWorld:
                     self.cpu_now = t
                     value = inbox.take(t)
             elif isinstance(wait, WaitTransfer):
-                port, inbox = self.kv_port, self.inbox
-                if port is None or inbox is None:
+                port, box = self.kv_port, self.inbox
+                if port is None or box is None:
                     raise RuntimeError("a policy has KV transfers in flight outside a prefill/decode cluster")
                 while True:  # until a transfer of this replica ends or the router sends something
                     yield from self._sync(self.cpu_now)
-                    if port.ready(self.cpu_now) or inbox.next_pending() is not None:
+                    if port.ready(self.cpu_now) or box.next_pending() is not None:
                         break
                     if not port.busy():
                         raise PolicyStuckError(
                             f"policy {type(self.engine.policy).__name__} waits for KV transfers "
                             "the cluster never started"
                         )
-                    yield inbox.wait_any()
+                    yield box.wait_any()
                     if self.env.now > self.cpu_now:
                         self.cpu_now = self.env.now
                 if self.cpu_now > until:
                     return
-                value = inbox.take(self.cpu_now)
+                value = box.take(self.cpu_now)
             elif isinstance(wait, WaitArrival):
                 due = self.inputs.next_time()
                 if due is not None:
