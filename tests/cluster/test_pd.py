@@ -176,3 +176,11 @@ def test_vllm_decode_outputs_equal_the_colocated_run() -> None:
     colocated = simulate(RunConfig(policy="vllm", max_requests=10, rate=4.0))
     assert np.array_equal(pdres.requests["output_hash"], colocated.requests["output_hash"])
     assert (pdres.requests["num_output_tokens"] == colocated.requests["num_output_tokens"]).all()
+
+
+def test_the_output_folder_draws_the_transfers(tmp_path) -> None:
+    from schedsim.outputs.cluster_plots import TRANSFER_PLOT, write_cluster_plots
+
+    res = simulate(hand_config(), workload=two_requests())
+    written = write_cluster_plots(res, tmp_path)
+    assert tmp_path / TRANSFER_PLOT in written and (tmp_path / TRANSFER_PLOT).stat().st_size > 0
