@@ -4,14 +4,23 @@ the tables' columns, the refusals, and runs of the vLLM and TensorRT-LLM sides."
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
 import pytest
-import support.pd_policy  # noqa: F401 (registers pd-fcfs)
 from schedsim import RunConfig, simulate
+from support.pd_policy import registered
 
 pytestmark = pytest.mark.pure_python
+
+
+@pytest.fixture(autouse=True, scope="module")
+def pd_fcfs() -> Iterator[None]:
+    """The test policy, registered while this module runs."""
+    with registered():
+        yield
+
 
 BW, LAT = 50e9, 5e-6  # ib-400g
 BLOCK = 16 * 131072  # llama-3.1-8b, TP 1: 2 MiB per block

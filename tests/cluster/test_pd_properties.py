@@ -6,17 +6,26 @@ tables."""
 from __future__ import annotations
 
 import io
+from collections.abc import Iterator
 
 import numpy as np
 import pandas as pd
 import pytest
-import support.pd_policy  # noqa: F401 (registers pd-fcfs)
 from hypothesis import given
 from hypothesis import strategies as st
 from schedsim import simulate
+from support.pd_policy import registered
 from support.workloads import SETTINGS, assert_accounted, small_config, workloads
 
 pytestmark = pytest.mark.pure_python
+
+
+@pytest.fixture(autouse=True, scope="module")
+def pd_fcfs() -> Iterator[None]:
+    """The test policy, registered while this module runs."""
+    with registered():
+        yield
+
 
 POLICIES = ["vllm", "vllm-async", "trtllm:max-utilization", "trtllm:guaranteed-no-evict", "pd-fcfs"]
 LINKS = ["ib-400g", "eth-100g", "custom:0.5:50"]

@@ -1,4 +1,6 @@
-"""A small test-only policy serving either side of a prefill/decode pair (`pd-fcfs`).
+"""A small test-only policy serving either side of a prefill/decode pair (`pd-fcfs`), registered
+only while a test module that uses it runs (`registered()`): other tests run every registered
+policy, on backends this one does not serve.
 
 FCFS, no preemption: a request reserves the blocks of its prompt and outputs when admitted.
 Prefill side (`do_remote_decode`): after its length-capped first token the request finishes, its
@@ -12,7 +14,8 @@ as vLLM does), a failed load makes it recompute the whole prompt locally.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 
 from schedsim.policies import (
     Request,
@@ -22,11 +25,12 @@ from schedsim.policies import (
     SchedulerConfig,
     StepPlan,
     StepResult,
-    register_policy,
 )
+from schedsim.policies.registry import REGISTRY, PolicyInfo
+
+NAME = "pd-fcfs"
 
 
-@register_policy("pd-fcfs", "test only: FCFS on either side of a prefill/decode pair", SchedulerConfig)
 class PDFcfs:
     """The mechanism's test policy (see the module docstring)."""
 
@@ -184,3 +188,15 @@ class PDFcfs:
     def check_invariants(self) -> None:
         held = sum(self.blocks.values()) + sum(self.sending.values())
         assert held + self.free == self.config.num_gpu_blocks - 1, (held, self.free)
+
+
+@contextmanager
+def registered() -> Iterator[None]:
+    """`pd-fcfs` in the policy registry for the duration."""
+    REGISTRY.add(
+        PolicyInfo(NAME, "test only: FCFS on either side of a prefill/decode pair", SchedulerConfig, PDFcfs)
+    )
+    try:
+        yield
+    finally:
+        REGISTRY.infos.pop(NAME, None)
