@@ -339,3 +339,38 @@ def test_outputs_are_request_outputs():
     p.add_request(_decode_req("d", 40))
     outs = _update(p, p.schedule(), failed_kv_load_ids={"d"})
     assert all(isinstance(o, RequestOutput) for o in outs)
+
+
+def test_async_producer_drops_the_stale_output_of_a_preempted_prefill():
+    # 6 usable blocks: "a" and "p" take 3 each; a's decode needs a 4th and preempts "p" while its
+    # only token is in flight. A producer drops that token (vLLM's requires_kv_delivery): "p"
+    # must not finish holding no blocks; it is recomputed (32 tokens hit the cache) and held.
+    p = _policy("vllm-async", kv_role="kv_producer", num_gpu_blocks=7, max_model_len=96)
+    p.add_request(mkreq("a", 48, 3, tok=5))
+    r = _prefill_req("p", 48, tok=6)
+    p.add_request(r)
+    plans = [p.schedule()]
+    assert plans[0].num_scheduled_tokens == {"a": 48, "p": 48}
+    log = []
+    for _ in range(6):
+        plan = p.schedule()
+        old = plans.pop(0)
+        outs = _update(p, old, {rid: [100] for rid in old.num_scheduled_tokens})
+        plans.append(plan)
+        log.append(
+            (
+                plan.num_scheduled_tokens,
+                plan.preempted_req_ids,
+                plan.kv_reqs_to_send,
+                [(o.request_id, o.finish_reason) for o in outs],
+            )
+        )
+    assert log == [
+        ({"a": 1}, ["p"], {}, [("a", None)]),
+        ({"a": 1}, [], {}, [("a", None)]),
+        ({}, [], {}, [("a", RequestStatus.FINISHED_LENGTH_CAPPED)]),
+        ({"p": 16}, [], {}, []),
+        ({}, [], {}, [("p", RequestStatus.FINISHED_LENGTH_CAPPED)]),
+        ({}, [], {"p": 48}, []),
+    ]
+    assert r.output_token_ids == [100] and r.num_preemptions == 1 and p.kv.get_block_ids("p") == [4, 5, 6]

@@ -21,10 +21,10 @@ def _requests(rng: random.Random, block_size: int) -> list[tuple[int, Request]]:
     """(arrival step, request): colocated, prefill-side and decode-side requests mixed."""
     out = []
     for i in range(rng.randint(1, 12)):
-        n = rng.randint(1, 80)
-        kind = rng.choice(["plain", "prefill", "decode", "decode"])
+        n = rng.randint(1, 100)
+        kind = rng.choice(["plain", "prefill", "prefill", "decode", "decode"])
         params = None
-        max_tokens = rng.randint(1, 12)
+        max_tokens = rng.randint(1, 30)
         if kind == "prefill":
             params = KVTransferParams(do_remote_decode=True, remote_engine_id=1)
             max_tokens = rng.choice([1, 1, 3])
@@ -44,6 +44,7 @@ class _Cluster:
         self.recving: set[str] = set()
         self.sending: set[str] = set()
         self.loads_started: list[str] = []
+        self.sends_started: list[str] = []
 
     def start(self, policy, plan) -> None:
         """Transfers of a launched plan: each load once, of a request loading remote KV."""
@@ -58,6 +59,8 @@ class _Cluster:
         for rid, n in plan.kv_reqs_to_send.items():
             request = policy.requests[rid]
             assert request.is_finished and n == request.num_computed_tokens > 0
+            assert rid not in self.sends_started, f"{rid} sent twice"
+            self.sends_started.append(rid)
             self.sending.add(rid)
 
     def end_some(self, drain: bool) -> tuple[set[str], set[str], set[str]]:
@@ -91,7 +94,7 @@ def _run(seed: int, name: str) -> None:
     policy = make_policy(
         name,
         block_size=bs,
-        num_gpu_blocks=-(-mml // bs) + 1 + rng.choice([0, 4, 40]),
+        num_gpu_blocks=-(-mml // bs) + 1 + rng.choice([0, 0, 4, 40]),
         max_num_seqs=rng.choice([1, 3, 8]),
         max_num_batched_tokens=rng.choice([16, 64, 256]),
         max_model_len=mml,
@@ -148,8 +151,14 @@ def _run(seed: int, name: str) -> None:
     assert not policy.requests and not policy.kv.req_to_blocks, "requests or blocks left behind"
     assert not cluster.recving and not cluster.sending and not policy.has_kv_transfers_in_flight()
     assert sorted(finished) == sorted(ids), "a request finished twice or never"
+    stopped = (RequestStatus.FINISHED_STOPPED, RequestStatus.FINISHED_LENGTH_CAPPED)
     for _, request in work:
         assert request.is_finished
+        params = request.kv_transfer_params
+        if params is not None and params.do_remote_decode and policy.requires_kv_delivery:
+            # a producer hands off the KV of every prefill that stopped (none is lost to a
+            # preemption whose in-flight output would otherwise finish it without blocks)
+            assert (request.status in stopped) == (request.request_id in cluster.sends_started)
 
 
 @settings(max_examples=60, deadline=None)
