@@ -887,8 +887,10 @@ class Scheduler:
             if request.is_finished or request.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
                 assert self.kv.get_block_ids(request.request_id), f"{request.request_id}: held without blocks"
                 continue
-            if id(request) in holding and request.num_computed_tokens > 0:
-                assert self.kv.get_block_ids(request.request_id), f"{request.request_id}: loaded, no blocks"
+            if id(request) in holding:
+                # loaded (a one-token prompt loaded in full recomputes from 0, its block kept),
+                # or a failed load given back
+                assert request.status != RequestStatus.RUNNING, f"{request.request_id}: RUNNING but waiting"
                 continue
             assert request.num_output_placeholders >= 0, f"{request.request_id}: placeholders < 0"
             assert request.num_in_flight_tokens >= 0, f"{request.request_id}: in-flight < 0"

@@ -374,3 +374,15 @@ def test_async_producer_drops_the_stale_output_of_a_preempted_prefill():
         ({}, [], {"p": 48}, []),
     ]
     assert r.output_token_ids == [100] and r.num_preemptions == 1 and p.kv.get_block_ids("p") == [4, 5, 6]
+
+
+def test_a_one_token_prompt_loaded_in_full_recomputes_its_token_keeping_its_block():
+    p = _policy()
+    d = _decode_req("d", 1)
+    p.add_request(d)
+    plan = p.schedule()
+    assert plan.kv_reqs_to_recv == {"d": 1} and p.kv.get_block_ids("d") == [1]
+    _update(p, plan, finished_recving={"d"})
+    plan = p.schedule()
+    assert plan.num_scheduled_tokens == {"d": 1} and plan.context_lens == {"d": 0}
+    assert plan.block_ids == {"d": [1]} and plan.kv_reqs_to_recv == {}
