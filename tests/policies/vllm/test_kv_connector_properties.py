@@ -165,3 +165,50 @@ def _run(seed: int, name: str) -> None:
 @given(seed=st.integers(0, 2**32 - 1), name=st.sampled_from(["vllm", "vllm-async"]))
 def test_random_transfer_interleavings_conserve_blocks_and_requests(seed, name):
     _run(seed, name)
+
+
+def _colocated_log(seed: int, kv_role: str | None) -> list:
+    """Step log of a random colocated workload (no kv_transfer_params) on `vllm`."""
+    rng = random.Random(seed)
+    policy = make_policy(
+        "vllm",
+        block_size=16,
+        num_gpu_blocks=rng.choice([9, 12, 40]),
+        max_num_seqs=rng.choice([2, 8]),
+        max_num_batched_tokens=rng.choice([32, 128]),
+        max_model_len=128,
+        kv_role=kv_role,
+    )
+    work = [
+        (rng.randint(0, 20), Request(f"q{i}", float(i), rng.randint(1, 100), rng.randint(1, 30)))
+        for i in range(rng.randint(1, 10))
+    ]
+    log = []
+    for t in range(500):
+        for arrival, request in work:
+            if arrival == t:
+                policy.add_request(request)
+        plan = policy.schedule()
+        sampled = {
+            rid: [] if policy.requests[rid].is_prefill_chunk else [100] for rid in plan.num_scheduled_tokens
+        }
+        outs = policy.update_from_output(plan, StepResult(plan.step_id, sampled_token_ids=sampled))
+        policy.check_invariants()
+        assert not plan.kv_reqs_to_recv and not plan.kv_reqs_to_send
+        log.append(
+            (
+                plan.num_scheduled_tokens,
+                plan.preempted_req_ids,
+                [(o.request_id, o.finish_reason) for o in outs],
+            )
+        )
+        if t > 20 and not policy.has_requests():
+            break
+    return log
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), kv_role=st.sampled_from(["kv_producer", "kv_consumer", "kv_both"]))
+def test_a_connector_leaves_colocated_requests_alone(seed, kv_role):
+    # one batch in flight: no deferred frees, no in-flight output at a preemption
+    assert _colocated_log(seed, kv_role) == _colocated_log(seed, None)
