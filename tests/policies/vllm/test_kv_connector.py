@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 from schedsim.policies import KVTransferParams, RequestOutput, RequestStatus, StepResult
+from schedsim.policies.interface import SupportsKVTransfer
 from support.vllm import make, mkreq
 
 pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
@@ -332,6 +333,7 @@ def test_kv_config_is_validated_naming_the_field():
     with pytest.raises(ValueError, match="kv_role"):
         plain.add_request(_decode_req("d", 40))
     assert plain.connector is None and not plain.has_kv_transfers_in_flight()
+    assert isinstance(_policy(), SupportsKVTransfer) and isinstance(_policy("vllm-async"), SupportsKVTransfer)
 
 
 def test_outputs_are_request_outputs():
