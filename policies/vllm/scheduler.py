@@ -106,6 +106,10 @@ class Scheduler:
         self.recompute_kv_load_failures = (
             self.connector is None or config.kv_load_failure_policy == "recompute"
         )
+        # a producer hands KV off when a request completes: a preempted request's in-flight
+        # output is dropped (it must not finish and hand off the blocks the preemption freed)
+        self.requires_kv_delivery = config.is_kv_producer
+        self.drop_stale_output_req_ids: set[str] = set()
         # remote loads that ended (finished_recving) and, of those, the ones that failed
         self.finished_recving_kv_req_ids: set[str] = set()
         self.failed_recving_kv_req_ids: set[str] = set()
@@ -249,6 +253,8 @@ class Scheduler:
         if request.spec_token_ids:
             request.spec_token_ids = []
         request.num_stale_output_tokens = request.num_in_flight_tokens
+        if self.requires_kv_delivery and request.num_stale_output_tokens:
+            self.drop_stale_output_req_ids.add(request.request_id)
         request.num_output_placeholders = 0
         request.num_preemptions += 1
         self.waiting.prepend_request(request)
@@ -271,9 +277,11 @@ class Scheduler:
             if not queue or st.input_budget <= draft_slots or len(self.running) >= self.max_num_active:
                 break
             request = queue.peek_request()
-            if not self._handle_blocked_waiting_request(request) or request.num_stale_output_tokens:
+            if not self._handle_blocked_waiting_request(request) or (
+                request.num_stale_output_tokens and request.request_id not in self.drop_stale_output_req_ids
+            ):
                 # its grammar is not compiled, its remote KV not loaded, or its in-flight output
-                # has not come back yet
+                # (to be delivered) has not come back yet
                 queue.pop_request()
                 (skipped_holding if self._holds_kv_blocks(request) else skipped).append(request)
                 continue
@@ -516,8 +524,13 @@ class Scheduler:
                 elif not stale and request.status == running_status:
                     error_ids.append(rid)
                 continue
-            if connector is not None and request.is_finished:
-                continue  # finished, its blocks held for a KV transfer
+            if connector is not None:
+                if request.is_finished:
+                    continue  # finished, its blocks held for a KV transfer
+                if stale and rid in self.drop_stale_output_req_ids:
+                    if stale_n == n:
+                        self.drop_stale_output_req_ids.discard(rid)
+                    continue  # dropped, not delivered: the request recomputes it
             generated = sampled.get(rid)
             if not generated:
                 continue  # a prefill chunk: nothing to deliver
@@ -833,6 +846,7 @@ class Scheduler:
         connector = self.connector
         if connector is not None:
             self._inflight_prefills.discard(request)
+            self.drop_stale_output_req_ids.discard(request.request_id)
             held = request.num_computed_tokens if self.kv.get_block_ids(request.request_id) else 0
             delay_free_blocks = connector.request_finished(request, held) or delay_free_blocks
         if not delay_free_blocks:
@@ -873,8 +887,10 @@ class Scheduler:
             if request.is_finished or request.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
                 assert self.kv.get_block_ids(request.request_id), f"{request.request_id}: held without blocks"
                 continue
-            if id(request) in holding and request.num_computed_tokens > 0:
-                assert self.kv.get_block_ids(request.request_id), f"{request.request_id}: loaded, no blocks"
+            if id(request) in holding:
+                # loaded (a one-token prompt loaded in full recomputes from 0, its block kept),
+                # or a failed load given back
+                assert request.status != RequestStatus.RUNNING, f"{request.request_id}: RUNNING but waiting"
                 continue
             assert request.num_output_placeholders >= 0, f"{request.request_id}: placeholders < 0"
             assert request.num_in_flight_tokens >= 0, f"{request.request_id}: in-flight < 0"
