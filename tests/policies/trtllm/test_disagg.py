@@ -336,3 +336,24 @@ def test_a_disagg_generation_init_request_the_pool_can_never_hold_is_a_wedge():
     p.add_request(generation_only("G", 40, 4))
     with pytest.raises(SchedulerWedged, match="can never schedule request G: it needs 3 blocks"):
         p.schedule()
+
+
+def test_guaranteed_no_evict_reserves_nothing_for_a_request_whose_kv_arrives():
+    """A receiving request is below the capacity window, so no-evict does not reserve its blocks to
+    completion: G1 is admitted into them (3 of the 3 free after G0's 4), and 17 steps after both
+    start generating G0's 81st token finds no block: TensorRT-LLM fails the batch."""
+    from schedsim.policies.trtllm import KvCacheExhausted
+
+    p = policy("trtllm:guaranteed-no-evict", num_gpu_blocks=8)  # 7 usable
+    p.add_request(generation_only("G0", 64, 40))  # ceil(104 / 16) = 7 blocks to completion
+    p.add_request(generation_only("G1", 16, 32))  # ceil(48 / 16) = 3
+    plan, _ = step(p)
+    assert plan.kv_reqs_to_recv == {"G0": 64} and state(p)["G1"] == INIT  # 7 reserved: none left
+    plan, _ = step(p, recv={"G0", "G1"})
+    assert plan.kv_reqs_to_recv == {"G1": 16} and p.kv.num_free_blocks == 2
+    for _ in range(16):  # G0's tokens 65..80 and G1's 17..32 fit the 7 blocks
+        plan, _ = step(p)
+        assert plan.num_scheduled_tokens == {"G0": 1, "G1": 1}
+    assert p.kv.num_free_blocks == 0
+    with pytest.raises(KvCacheExhausted, match="sequence G0 needs a new KV block"):
+        p.schedule()
