@@ -12,7 +12,16 @@ The conversation, in step terms:
 - decode side (`do_remote_prefill`): the scheduler allocates blocks for the remote tokens and parks
   the request until the load ends; the plan that starts the load lists it in `kv_reqs_to_recv`. A
   later `StepResult.finished_recving` names it (loaded), or `failed_kv_load_ids` (the load failed:
-  the engine's own fallback applies).
+  the engine's own fallback applies). An entry of 0 tokens is a notification, not a load: the
+  decode side dropped the request before loading it, and the prefill side's `finished_sending`
+  follows as for a load.
+
+What the cluster (`schedsim.cluster`) does around it: the prefill side's request has
+`max_tokens=1`; the decode side's is a new Request with the same id, prompt and block hashes and
+the workload's `max_tokens`, with no output tokens, except on an engine whose decode side
+continues after the prefill's first token (TensorRT-LLM's generation-only request), where that
+token is its only output token. A finished transfer is named in the first StepResult of each side
+whose step ends at or after the transfer's end.
 """
 
 from __future__ import annotations

@@ -132,20 +132,31 @@ class KVCacheManager:
         num_lookahead_tokens: int = 0,
         full_sequence_must_fit: bool = False,
         has_scheduled_reqs: bool = True,
+        num_external_computed_tokens: int = 0,
+        delay_cache_blocks: bool = False,
+        reserved_blocks: int = 0,
     ) -> list[int] | None:
-        """Give the request slots for `num_new_tokens` more tokens (plus adopted prefix hits).
+        """Give the request slots for `num_new_tokens` more tokens (plus adopted prefix hits and
+        `num_external_computed_tokens` a KV connector loads; `delay_cache_blocks`: publish nothing
+        until the load has landed; `reserved_blocks`: free blocks to leave for others).
 
         Returns the newly allocated block ids, or None (nothing changed) if the pool is too small.
         """
         rid = request.request_id
         blocks = self.req_to_blocks.get(rid)
-        if blocks is not None and not new_computed_blocks and not full_sequence_must_fit:
+        if (
+            blocks is not None
+            and not new_computed_blocks
+            and not full_sequence_must_fit
+            and not num_external_computed_tokens
+            and not reserved_blocks
+        ):
             return self._extend(request, blocks, num_new_tokens, num_lookahead_tokens, has_scheduled_reqs)
-        if num_new_tokens == 0 and num_new_computed_tokens == 0:
+        if num_new_tokens == 0 and num_new_computed_tokens == 0 and num_external_computed_tokens == 0:
             raise ValueError("num_new_tokens must be > 0 when there are no computed tokens to adopt")
         hit = new_computed_blocks or []
         num_local_computed = request.num_computed_tokens + num_new_computed_tokens
-        total_computed = min(num_local_computed, self.max_model_len)
+        total_computed = min(num_local_computed + num_external_computed_tokens, self.max_model_len)
         watermark = 0
         if has_scheduled_reqs and request.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED):
             watermark = self.watermark_blocks
@@ -155,7 +166,7 @@ class KVCacheManager:
             if self._num_blocks_to_allocate(rid, full, hit) + watermark > free:
                 return None
         need_slot = min(total_computed + num_new_tokens + num_lookahead_tokens, self.max_model_len)
-        if self._num_blocks_to_allocate(rid, need_slot, hit) + watermark > free:
+        if self._num_blocks_to_allocate(rid, need_slot, hit) + watermark > free - reserved_blocks:
             return None
         if blocks is None:
             blocks = self.req_to_blocks[rid] = []
@@ -166,7 +177,7 @@ class KVCacheManager:
         num_new_blocks = cdiv(need_slot, self.block_size) - len(blocks)
         new_blocks = self.pool.get_new_blocks(num_new_blocks) if num_new_blocks > 0 else []
         blocks.extend(new_blocks)
-        if self.enable_caching:
+        if self.enable_caching and not delay_cache_blocks:
             self.cache_blocks(request, min(total_computed + num_new_tokens, request.num_tokens))
         return new_blocks
 

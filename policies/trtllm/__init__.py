@@ -4,7 +4,8 @@ Registered names: trtllm:max-requests, trtllm:guaranteed-no-evict, trtllm:static
 trtllm:max-utilization; options (chunking_policy, chunk_unit_size, enable_prefix_aware_scheduling,
 two_step_lookahead, max_batch_size, max_num_tokens, max_input_len, ...) live in TrtllmConfig.
 The KV-aware policies run on TensorRT-LLM's own block manager (radix-tree reuse,
-`kv_cache_manager.py`), not on the vLLM pool of `schedsim.policies.kv_cache`.
+`kv_cache_manager.py`), not on the vLLM pool of `schedsim.policies.kv_cache`, and serve either side
+of a prefill/decode pair (`cache_transceiver.py`: context-only and generation-only requests).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable
 
 from ..registry import register_policy
 from .block_keys import BlockKeys
+from .cache_transceiver import CacheTransceiver
 from .capacity import CapacityResult, CapacityScheduler, CapacitySchedulerPolicy, PeftBudget
 from .chunking import ChunkingPolicy, reuse_adjusted_compute, set_ctx_requests_chunk_size
 from .config import TrtllmConfig
@@ -30,7 +32,7 @@ from .pause import pause
 from .policy import TrtllmPolicy
 from .resource_manager import ResourceManager
 from .scheduled_requests import ScheduledRequests
-from .state import CAPACITY_WINDOW, MICRO_BATCH_WINDOW, LlmRequest, LlmRequestState
+from .state import CAPACITY_WINDOW, MICRO_BATCH_WINDOW, LlmRequest, LlmRequestState, LlmRequestType
 from .stats import TrtllmStats
 
 _DESCRIPTIONS = {
@@ -58,6 +60,7 @@ __all__ = [
     "CAPACITY_WINDOW",
     "MICRO_BATCH_WINDOW",
     "BlockKeys",
+    "CacheTransceiver",
     "CapacityResult",
     "CapacityScheduler",
     "CapacitySchedulerPolicy",
@@ -69,6 +72,7 @@ __all__ = [
     "KvCacheExhaustedError",
     "LlmRequest",
     "LlmRequestState",
+    "LlmRequestType",
     "MicroBatch",
     "MicroBatchScheduler",
     "PeftBudget",

@@ -64,11 +64,28 @@ class _PeftRound:
 
 @dataclass(slots=True)
 class CapacityResult:
-    """(fitting, paused) plus how many first-chunk contexts prefix-aware skipping deferred."""
+    """(fitting, fitting disagg-gen-init, paused) plus how many first chunks prefix-aware skipping deferred.
+
+    `fitting_disagg_gen_init`: generation-only requests admitted in DISAGG_GENERATION_INIT; the
+    executor allocates their blocks and starts their KV transfer instead of running them.
+    """
 
     fitting: list[LlmRequest]
     paused: list[LlmRequest]
     num_prefix_skipped: int = 0
+    fitting_disagg_gen_init: list[LlmRequest] = field(default_factory=list)
+
+    def classify(self) -> CapacityResult:
+        """_classify_output: move the admitted DISAGG_GENERATION_INIT requests out of `fitting`."""
+        if any(r.is_disagg_generation_init_state for r in self.fitting):
+            self.fitting_disagg_gen_init = [r for r in self.fitting if r.is_disagg_generation_init_state]
+            self.fitting = [r for r in self.fitting if not r.is_disagg_generation_init_state]
+        return self
+
+
+def schedulable_with_disagg_exception(req: LlmRequest) -> bool:
+    """The KV-aware policies also consider DISAGG_GENERATION_INIT, below the capacity window."""
+    return CAPACITY_WINDOW.admits(req.state) or req.is_disagg_generation_init_state
 
 
 class CapacityScheduler:
@@ -111,11 +128,13 @@ class CapacityScheduler:
         if self.policy is CapacitySchedulerPolicy.MAX_REQUESTS:
             return self._max_requests(active)
         if self.policy is CapacitySchedulerPolicy.MAX_UTILIZATION:
-            return self._max_utilization(active, inflight)
-        return self._guaranteed_no_evict(active, self.policy is CapacitySchedulerPolicy.STATIC_BATCH)
+            return self._max_utilization(active, inflight).classify()
+        return self._guaranteed_no_evict(
+            active, self.policy is CapacitySchedulerPolicy.STATIC_BATCH
+        ).classify()
 
     def _max_requests(self, active: Sequence[LlmRequest]) -> CapacityResult:
-        """Count cap only; never pauses, never looks at KV."""
+        """Count cap only; never pauses, never looks at KV (nor at DISAGG_GENERATION_INIT)."""
         fitting: list[LlmRequest] = []
         for req in active:
             if not CAPACITY_WINDOW.admits(req.state):
@@ -133,7 +152,8 @@ class CapacityScheduler:
         )
 
     def _guaranteed_no_evict(self, active: Sequence[LlmRequest], static: bool) -> CapacityResult:
-        """Generations reserve to completion first; then contexts in order until one misses on blocks."""
+        """Generations reserve to completion first; then DISAGG_GENERATION_INIT requests, then contexts,
+        in order until one misses on blocks."""
         assert self.acct is not None
         reserved = NoEvictScheduledBlocks(self.acct)
         skipper = PrefixSkipper(self.acct, self.prefix_aware, skipping=not static)
@@ -141,8 +161,9 @@ class CapacityScheduler:
         peft = _PeftRound(self.peft)
         fitting: list[LlmRequest] = []
         pending: list[LlmRequest] = []
+        pending_gen_init: list[LlmRequest] = []
         for req in active:
-            if not CAPACITY_WINDOW.admits(req.state):
+            if not schedulable_with_disagg_exception(req):
                 continue
             if len(fitting) >= self.max_num_requests:
                 break
@@ -150,8 +171,12 @@ class CapacityScheduler:
                 fitting.append(req)
                 reserved.decrement_reserved_blocks(req)
                 peft.claim(req)
+            elif req.is_disagg_generation_init_state:
+                pending_gen_init.append(req)
             else:
                 pending.append(req)
+        if pending_gen_init:
+            pending = pending_gen_init + pending
         if not static or not fitting:
             for req in pending:
                 if skipper.beneficial_to_skip(req):
@@ -191,7 +216,7 @@ class CapacityScheduler:
         i = 0
         while i < end:
             req = reqs[i]
-            if not CAPACITY_WINDOW.admits(req.state) or skipper.beneficial_to_skip(req):
+            if not schedulable_with_disagg_exception(req) or skipper.beneficial_to_skip(req):
                 i += 1
                 continue
             if self._try_schedule(req, fitting, blocks, peft, skipper):

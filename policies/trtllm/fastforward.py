@@ -11,7 +11,9 @@ max-utilization, a schedule whose next-step reservation
 (one or two steps of look-ahead) exceeds the free blocks (a pause). The horizon stops before
 either, and before any request reaches its output cap. `advance` replays the boundary
 allocations through the real manager in step order (iteration, then batch order), so the free
-queue, block tables and evictions come out identical, and advances the counters.
+queue, block tables and evictions come out identical, and advances the counters. No stretch starts
+while a KV transfer of a disaggregated pair is in flight: its end frees blocks (a send) or turns a
+request into a generation (a receive) at a step only the cluster knows.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class TrtllmFastForward:
             or p.inflight
             or p.waiting
             or p.release_after_step
+            or p.transceiver.has_transfers_in_flight()
         ):
             return None
         cfg = self.config

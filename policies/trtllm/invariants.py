@@ -4,16 +4,46 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .state import CAPACITY_WINDOW, LlmRequest
+from .state import CAPACITY_WINDOW, LlmRequest, LlmRequestState
 
 if TYPE_CHECKING:
     from .policy import TrtllmPolicy
+
+
+def _check_disagg_generation(policy: TrtllmPolicy, req: LlmRequest) -> bool:
+    """A generation-only request before it generates: no blocks, then its prompt's, then all computed.
+
+    Returns whether the request was in one of those states (checked here, not as a colocated one).
+    """
+    request, rid = req.request, req.request_id
+    kv, tc = policy.kv, policy.transceiver
+    state = req.state
+    if state == LlmRequestState.DISAGG_GENERATION_INIT:
+        assert not kv.has_sequence(rid), f"{rid}: DISAGG_GENERATION_INIT holds blocks"
+        assert request.num_computed_tokens == 0 and not request.output_token_ids, (
+            f"{rid}: computed before init"
+        )
+        return True
+    if state == LlmRequestState.DISAGG_GENERATION_TRANS_IN_PROGRESS:
+        assert rid in tc.receiving, f"{rid}: receiving but not tracked by the transceiver"
+        assert kv.num_tokens(rid) == req.prompt_len, f"{rid}: receive into {kv.num_tokens(rid)} tokens"
+        assert request.num_computed_tokens == req.prepopulated_prompt_len, f"{rid}: computed while receiving"
+        return True
+    if state == LlmRequestState.DISAGG_GENERATION_TRANS_COMPLETE:
+        assert rid in tc.complete, f"{rid}: received but not tracked by the transceiver"
+        assert kv.num_tokens(rid) == req.prompt_len == request.num_computed_tokens, f"{rid}: partial KV"
+        assert not request.output_token_ids, f"{rid}: first token appended before generating"
+        return True
+    return False
 
 
 def _check_request(policy: TrtllmPolicy, req: LlmRequest) -> None:
     """One active request: window, folded prompt, cursor, and a sequence sized for its tokens."""
     request, rid = req.request, req.request_id
     kv = policy.kv
+    assert not request.is_finished, f"{rid}: finished request still active"
+    if req.is_generation_only_request and _check_disagg_generation(policy, req):
+        return
     assert CAPACITY_WINDOW.admits(req.state), f"{rid}: live request in state {req.state.name}"
     assert not request.is_finished, f"{rid}: finished request still active"
     assert req.max_new_tokens >= 1, f"{rid}: max_new_tokens {req.max_new_tokens} < 1"
@@ -50,8 +80,16 @@ def check_policy_invariants(policy: TrtllmPolicy) -> None:
     assert live == set(policy.requests), "active list, executor queue and request map disagree"
     assert len(live) == len(policy.active) + len(policy.waiting), "a request is queued twice"
     assert len(policy.active) <= policy.max_num_active_requests, "more active requests than the cap"
-    stray = set(policy.kv.seq_blocks) - live - set(policy.release_after_step)
+    tc = policy.transceiver
+    in_transit = set(tc.sending) | set(tc.release_after_transfer)
+    stray = set(policy.kv.seq_blocks) - live - set(policy.release_after_step) - in_transit
     assert not stray, f"blocks held by finished or unknown requests: {sorted(stray)}"
+    for rid in in_transit:
+        assert policy.kv.has_sequence(rid), f"{rid}: a transfer uses blocks the request no longer holds"
+        assert rid not in live, f"{rid}: finished request in transit is still live"
+    for rid, req in tc.sending.items():
+        assert req.state == LlmRequestState.DISAGG_CONTEXT_TRANS_IN_PROGRESS, f"{rid}: sending in {req.state}"
+    assert set(tc.receiving) <= live and set(tc.complete) <= live, "transceiver tracks dead requests"
     assert set(policy.inflight) <= live, "in-flight ids include dead requests"
     for req in policy.waiting:
         assert not policy.kv.has_sequence(req.request_id), f"{req.request_id}: queued request holds blocks"

@@ -41,18 +41,21 @@ class KvAccounting:
         self, req: LlmRequest, two_steps: bool, summary: PrefixReuseSummary | None = None
     ) -> int:
         """getNeededBlocksOneStep: a first chunk's whole prompt (+ drafts) less held stored blocks;
-        a generation's blocks for the next one or two steps; nothing for later chunks.
+        a DISAGG_GENERATION_INIT request's whole prompt (no reuse credit: the scheduler computes no
+        prefix summary for it); a generation's blocks for the next one or two steps; nothing for
+        later chunks.
 
         `summary`: this round's prefix summary of a first chunk (None: walk the tree now).
         """
         bs = self.block_size
         req.estimated_reusable_tokens = 0
         kv = self.kv
-        if req.is_context_init_state and req.is_first_context_chunk:
+        first_chunk = req.is_context_init_state and req.is_first_context_chunk
+        if first_chunk or req.is_disagg_generation_init_state:
             cache_len = min(req.prompt_len + req.num_draft_tokens, kv.max_seq_len + req.max_new_tokens)
             shared = cache_len // bs
             required = shared + cdiv(cache_len % bs, bs) * req.beam_width
-            if kv.enable_block_reuse:
+            if kv.enable_block_reuse and first_chunk:
                 s = summary if summary is not None else self.analyze_prefix_reuse(req)
                 required -= min(s.reusable_blocks_allocated, shared)
                 req.estimated_reusable_tokens = min(s.reusable_blocks_all, shared) * bs

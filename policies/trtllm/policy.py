@@ -13,7 +13,10 @@ One `schedule()` is PyExecutor's step up to the forward pass (non-overlap execut
 
 `update_from_output` is the rest of the step: every context moves one chunk (its last chunk samples
 a token), every generation samples; requests at their output cap finish and release their blocks
-(in active order); then the blocks of contexts whose prompt is now complete are stored for reuse.
+(in active order); then the blocks of contexts whose prompt is now complete are stored for reuse;
+then the KV transfers that ended move their requests on (`cache_transceiver.py`: the disaggregated
+states; between steps 2 and 3 the admitted DISAGG_GENERATION_INIT requests get their blocks and start
+receiving, and step 4 turns the scheduled DISAGG_GENERATION_TRANS_COMPLETE ones into generations).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from collections.abc import Iterable, Mapping
 from ..plan import RequestOutput, StepPlan, StepResult
 from ..request import Request, RequestStatus
 from .block_keys import BlockKeys
+from .cache_transceiver import CacheTransceiver
 from .capacity import CapacityResult, CapacityScheduler, CapacitySchedulerPolicy, PeftBudget
 from .chunking import ChunkingPolicy
 from .config import TrtllmConfig
@@ -37,7 +41,7 @@ from .micro_batch import ContextChunkingConfig, MicroBatchScheduler
 from .pause import pause
 from .resource_manager import ResourceManager
 from .scheduled_requests import ScheduledRequests
-from .state import LlmRequest, LlmRequestState
+from .state import LlmRequest, LlmRequestState, LlmRequestType
 from .stats import TrtllmStats
 from .wedge import wedge_message
 
@@ -98,6 +102,7 @@ class TrtllmPolicy:
             config.enable_chunked_prefill,
             has_kv_manager=has_kv_manager,
         )
+        self.transceiver = CacheTransceiver(self.resources, self.keys)
         self.max_num_active_requests = config.effective_max_batch_size * config.num_micro_batches
         self.waiting: deque[LlmRequest] = deque()  # the executor queue: not yet seen by the schedulers
         self.active: list[LlmRequest] = []
@@ -117,7 +122,11 @@ class TrtllmPolicy:
         return tuple(range(step, prompt_len, step))
 
     def add_request(self, request: Request) -> None:
-        """Enqueue; a prompt over max_input_len is rejected as TensorRT-LLM's executor does."""
+        """Enqueue; a prompt over max_input_len is rejected as TensorRT-LLM's executor does.
+
+        A generation-only request may carry the token its context phase sampled as its one output
+        token (context_phase_params.first_gen_tokens); it is held back until the KV has arrived.
+        """
         cfg = self.config
         if request.request_id in self.requests:
             raise ValueError(f"request {request.request_id}: request_id already queued")
@@ -126,6 +135,10 @@ class TrtllmPolicy:
                 f"request {request.request_id}: prompt_len {request.prompt_len} exceeds "
                 f"max_input_len {cfg.effective_max_input_len}"
             )
+        kind = self._request_type(request)
+        first_gen_token = -1
+        if kind is LlmRequestType.GENERATION_ONLY and len(request.output_token_ids) == 1:
+            first_gen_token = request.output_token_ids.pop()
         if (
             request.status is not RequestStatus.WAITING
             or request.num_computed_tokens
@@ -134,8 +147,40 @@ class TrtllmPolicy:
             raise ValueError(f"request {request.request_id}: status must be WAITING with no computed tokens")
         max_new = min(request.max_tokens, cfg.max_model_len - request.prompt_len)
         req = LlmRequest.from_request(request, max_new, self._snapshot_points(request.prompt_len))
+        if kind is not LlmRequestType.CONTEXT_AND_GENERATION:
+            self._init_disagg(req, kind, first_gen_token)
         self.waiting.append(req)
         self.requests[request.request_id] = req
+
+    def _request_type(self, request: Request) -> LlmRequestType:
+        """Context-only or generation-only from `kv_transfer_params`; only a KV cache manager transfers."""
+        params = request.kv_transfer_params
+        if params is None:
+            return LlmRequestType.CONTEXT_AND_GENERATION
+        side = "context-only" if params.do_remote_decode else "generation-only"
+        if self.acct is None:
+            raise ValueError(
+                f"request {request.request_id}: trtllm:{self.capacity_policy.value} runs without a KV "
+                f"cache manager, so TensorRT-LLM has no cache transceiver to serve a {side} request "
+                "(kv_transfer_params); use a KV-aware capacity policy"
+            )
+        if params.do_remote_decode:
+            return LlmRequestType.CONTEXT_ONLY
+        return LlmRequestType.GENERATION_ONLY
+
+    def _init_disagg(self, req: LlmRequest, kind: LlmRequestType, first_gen_token: int) -> None:
+        """A generation-only request waits in DISAGG_GENERATION_INIT; its first token is already out."""
+        req.llm_request_type = kind
+        if kind is LlmRequestType.GENERATION_ONLY:
+            if req.max_new_tokens < 2:
+                raise ValueError(
+                    f"request {req.request_id}: a generation-only request needs room for 2 output "
+                    f"tokens (max_tokens and max_model_len leave {req.max_new_tokens}): the context "
+                    "phase sampled the first"
+                )
+            req.state = LlmRequestState.DISAGG_GENERATION_INIT
+            req.first_gen_token = first_gen_token
+            req.num_delivered = 1
 
     def _activate_new_requests(self) -> None:
         """_fetch_and_activate_new_requests: the executor queue fills the active set up to its cap."""
@@ -152,6 +197,10 @@ class TrtllmPolicy:
                 self._finish(req, RequestStatus.FINISHED_ABORTED)
                 aborted.append(req.request)
         return aborted
+
+    def has_kv_transfers_in_flight(self) -> bool:
+        """A KV receive or send has not ended (SupportsKVTransfer): an idle engine waits for it."""
+        return self.transceiver.has_transfers_in_flight()
 
     def has_unfinished_requests(self) -> bool:
         """Anything still queued, active or paused."""
@@ -193,19 +242,32 @@ class TrtllmPolicy:
         step = self.iter_counter
         plan = StepPlan(step_id=step)
         plan.finished_req_ids, self.finished_req_ids = self.finished_req_ids, []
+        tc = self.transceiver
+        if tc.to_send:
+            plan.kv_reqs_to_send = tc.take_to_send()
         self._activate_new_requests()
         cap = self.last_capacity = self.capacity.schedule(self.active, self.inflight)
         self.stats.num_prefix_skips += cap.num_prefix_skipped
         micro = self.micro.schedule(cap.fitting, self.inflight)
         batch = ScheduledRequests(generation_requests=micro.generation_requests, paused_requests=cap.paused)
         batch.reset_context_requests(micro.context_requests)
+        if cap.fitting_disagg_gen_init:
+            tc.recv_gen_cache(cap.fitting_disagg_gen_init, plan, step)
         for victim in cap.paused:
             self._pause(victim, plan)
+        if tc.complete:
+            tc.transmission_complete(batch.generation_requests)
         self.resources.prepare_resources(batch, step)
         plan.kv_block_copies = self.kv.drain_copies()
         for req in batch.all_requests():
             self._add_to_plan(req, plan)
-        if batch.is_empty and self.active and not self.inflight and self.acct is not None:
+        if (
+            batch.is_empty
+            and self.active
+            and not self.inflight
+            and self.acct is not None
+            and not tc.has_transfers_in_flight()
+        ):
             ids, message = wedge_message(self, step)
             raise SchedulerWedged(step, ids, message)
         self.iter_counter += 1
@@ -214,6 +276,7 @@ class TrtllmPolicy:
 
     def _pause(self, req: LlmRequest, plan: StepPlan) -> None:
         """Release the blocks (stored with the tokens as they are), then LlmRequest::pause."""
+        self.transceiver.forget(req.request_id)
         self.resources.free_resources(req)
         lost = pause(req, self.config.effective_max_input_len)
         self.keys.truncate(req.request_id, req.prompt_len)
@@ -278,6 +341,8 @@ class TrtllmPolicy:
                     continue  # a non-last chunk samples nothing
                 req.request.num_computed_tokens += accepted
             new_tokens, finish = append_tokens(req, sampled[: accepted + 1], self.config.max_model_len)
+            if finish is None and req.is_context_only_request:
+                finish = RequestStatus.FINISHED_LENGTH_CAPPED  # the context phase is all it runs
             req.draft_tokens = []
             req.request.spec_token_ids = []
             if rid in result.draft_token_ids and finish is None:
@@ -287,13 +352,40 @@ class TrtllmPolicy:
                 finishing[rid] = finish
         if finishing:
             for req in [r for r in self.active if r.request_id in finishing]:
-                self._finish(req, finishing[req.request_id])
+                if req.is_context_only_request:
+                    self._finish_context_only(req, finishing[req.request_id])
+                else:
+                    self._finish(req, finishing[req.request_id])
         for req, n in rewinds:
             if req.request_id in self.requests:
                 for _ in range(n):
                     self.kv.remove_token(req.request_id)
         self.resources.update_resources(contexts)
+        if self.transceiver.has_transfers_in_flight():
+            self._end_transfers(result, outputs)
         return outputs
+
+    def _end_transfers(self, result: StepResult, outputs: list[RequestOutput]) -> None:
+        """Transfers that ended: failed receives finish with an error, received KV lets a request
+        generate, a finished send frees the context side's blocks."""
+        tc = self.transceiver
+        if result.failed_kv_load_ids:
+            for req in tc.failed_recving(result.failed_kv_load_ids):
+                self._finish(req, RequestStatus.FINISHED_ERROR)
+                outputs.append(RequestOutput(req.request_id, [], RequestStatus.FINISHED_ERROR))
+        if result.finished_recving:
+            tc.finished_recving(result.finished_recving)
+        if result.finished_sending:
+            tc.finished_sending(result.finished_sending)
+
+    def _finish_context_only(self, req: LlmRequest, status: RequestStatus) -> None:
+        """Finished for the client, but its blocks stay held until the decode side has read them."""
+        request, rid = req.request, req.request_id
+        request.status = status
+        self.active.remove(req)
+        del self.requests[rid]
+        self.finished_req_ids.append(rid)
+        self.transceiver.send_ctx_cache(req)
 
     def _kv_load_failed(self, req: LlmRequest, drafts: int) -> None:
         """Nothing of the step landed: a first chunk gives its blocks back, a generation its tokens."""
@@ -306,13 +398,20 @@ class TrtllmPolicy:
                 self.kv.remove_token(req.request_id)
 
     def _finish(self, req: LlmRequest, status: RequestStatus) -> None:
-        """GENERATION_COMPLETE: release the KV (after its step if one runs) and leave the active list."""
+        """GENERATION_COMPLETE: release the KV (after its step or transfer if one runs) and leave the
+        active list; a failed transfer's blocks are released unstored (no KV arrived)."""
         request, rid = req.request, req.request_id
+        failed = req.state == LlmRequestState.DISAGG_TRANS_ERROR
+        receiving = self.transceiver.defer_release(req)  # the transfer still writes the blocks
+        self.transceiver.forget(rid)
         req.state = LlmRequestState.GENERATION_COMPLETE
         request.status = status
-        if rid in self.inflight:
+        if rid in self.inflight and not receiving:
             self.release_after_step[rid] = req  # its step still writes the blocks
-        else:
+        elif failed:
+            self.kv.remove_sequence(rid, None)
+            self.keys.drop(rid)
+        elif not receiving:
             self.resources.free_resources(req)
             self.keys.drop(rid)
         if req in self.active:

@@ -75,6 +75,22 @@ class ResourceManager:
         if self.has_kv_manager:
             self.fit_token_budget(batch, step)
 
+    def prepare_disagg_gen_init(self, reqs: list[LlmRequest], step: int) -> None:
+        """_prepare_disagg_gen_init: sequences for admitted DISAGG_GENERATION_INIT requests, as for
+        first context chunks (reuse sets the prepopulated length: those blocks are not received)."""
+        try:
+            for req in reqs:
+                self.add_sequence(req)
+        except KvCacheExhaustedError as exc:
+            ids = [r.request_id for r in reqs]
+            raise KvCacheExhausted(
+                step,
+                ids,
+                f"prepare_resources found no free KV block ({exc}) for the DISAGG_GENERATION_INIT "
+                f"requests {ids}: TensorRT-LLM fails here (TLLM_CHECK 'No free blocks'); the "
+                "capacity scheduler admitted more than the pool holds",
+            ) from exc
+
     def add_sequence(self, req: LlmRequest) -> None:
         """addSequence for the whole (effective) prompt; reuse sets the prepopulated length."""
         kv, request = self.kv, req.request

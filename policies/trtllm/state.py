@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import IntEnum
+from enum import Enum, IntEnum
 
 from ..request import Request
 
@@ -26,6 +26,14 @@ class LlmRequestState(IntEnum):
     DISAGG_CONTEXT_TRANS_IN_PROGRESS = 21
     DISAGG_CONTEXT_COMPLETE = 22
     DISAGG_GENERATION_WAIT_TOKENS = 23
+
+
+class LlmRequestType(Enum):
+    """llmRequest.h's LlmRequestType: colocated, or one side of a disaggregated pair."""
+
+    CONTEXT_AND_GENERATION = 0
+    CONTEXT_ONLY = 1
+    GENERATION_ONLY = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +85,10 @@ class LlmRequest:
     recompute_watermark: int = 0
     # Output positions already streamed to the client (a truncating pause makes some come again).
     num_delivered: int = 0
+    llm_request_type: LlmRequestType = LlmRequestType.CONTEXT_AND_GENERATION
+    # generation-only: the token the context phase sampled (context_phase_params.first_gen_tokens),
+    # appended when the request turns into a generation after its KV arrived
+    first_gen_token: int = -1
 
     @classmethod
     def from_request(
@@ -126,6 +138,32 @@ class LlmRequest:
     def is_finished(self) -> bool:
         """GENERATION_COMPLETE or later."""
         return self.has_reached_state(LlmRequestState.GENERATION_COMPLETE)
+
+    # ---- disaggregated serving ----
+    @property
+    def is_context_only_request(self) -> bool:
+        """The context (prefill) side of a pair: stops after the context phase, then sends its KV."""
+        return self.llm_request_type is LlmRequestType.CONTEXT_ONLY
+
+    @property
+    def is_generation_only_request(self) -> bool:
+        """The generation (decode) side of a pair: receives the prompt's KV instead of computing it."""
+        return self.llm_request_type is LlmRequestType.GENERATION_ONLY
+
+    @property
+    def is_disagg_generation_init_state(self) -> bool:
+        """Waiting for the capacity scheduler to allocate the blocks its KV arrives in."""
+        return self.state == LlmRequestState.DISAGG_GENERATION_INIT
+
+    @property
+    def is_disagg_generation_transmission_in_progress(self) -> bool:
+        """Its blocks are allocated and the KV is on its way."""
+        return self.state == LlmRequestState.DISAGG_GENERATION_TRANS_IN_PROGRESS
+
+    @property
+    def is_disagg_generation_transmission_complete(self) -> bool:
+        """The KV arrived; the next batch that schedules it turns it into a generation."""
+        return self.state == LlmRequestState.DISAGG_GENERATION_TRANS_COMPLETE
 
     # ---- context cursor (llmRequest.h chunk helpers) ----
     @property

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .capacity import CapacitySchedulerPolicy
+from .capacity import CapacitySchedulerPolicy, schedulable_with_disagg_exception
 from .prefix_aware import PrefixSkipper
-from .state import CAPACITY_WINDOW, LlmRequest
+from .state import LlmRequest
 
 if TYPE_CHECKING:
     from .policy import TrtllmPolicy
@@ -33,15 +33,21 @@ def wedge_message(policy: TrtllmPolicy, step: int) -> tuple[list[str], str]:
     acct = policy.acct
     assert acct is not None
     kv = policy.kv
-    active = [r for r in policy.active if CAPACITY_WINDOW.admits(r.state)]
+    active = [r for r in policy.active if schedulable_with_disagg_exception(r)]
     static = policy.capacity_policy is CapacitySchedulerPolicy.STATIC_BATCH
     skipper = PrefixSkipper(acct, policy.capacity.prefix_aware, skipping=not static)
     skipper.prefill_with_chunked_contexts(active)
-    head = next((r for r in active if not skipper.beneficial_to_skip(r)), active[0])
+    order = active
+    if policy.capacity_policy is not CapacitySchedulerPolicy.MAX_UTILIZATION:
+        # no-evict's second pass tries the DISAGG_GENERATION_INIT requests before the contexts
+        order = [r for r in active if r.is_disagg_generation_init_state] + [
+            r for r in active if not r.is_disagg_generation_init_state
+        ]
+    head = next((r for r in order if not skipper.beneficial_to_skip(r)), order[0])
     started = [r for r in active if _is_started(r) and r is not head]
     if policy.capacity_policy is CapacitySchedulerPolicy.MAX_UTILIZATION:
         need = acct.needed_blocks_one_step(head, policy.capacity.two_steps, skipper.summary(head))
-        what = "blocks for its prompt"
+        what = "blocks for its prompt"  # a DISAGG_GENERATION_INIT request's too
     else:
         need = acct.remaining_blocks_to_completion(head, skipper.summary(head))
         what = "blocks to completion"

@@ -7,7 +7,8 @@
 | `request_queue.py`   | `vllm/v1/core/sched/request_queue.py`   |
 | `utils.py`           | `vllm/v1/core/sched/utils.py` (`check_stop`) |
 | `structured_output.py` | `vllm/v1/structured_output/__init__.py` (`StructuredOutputManager`) |
-| `config.py`          | the SchedulerConfig/CacheConfig knobs the scheduler reads |
+| `kv_connector.py`    | `distributed/kv_transfer/kv_connector/v1/nixl/pull_scheduler.py` (scheduler side) |
+| `config.py`          | the SchedulerConfig/CacheConfig (and KVTransferConfig) knobs the scheduler reads |
 | `fastforward.py`     | none: the simulator's exact fast-forward, a companion of the scheduler |
 
 The KV cache manager with prefix caching is `schedsim.policies.kv_cache`.

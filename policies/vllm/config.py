@@ -7,6 +7,10 @@ from dataclasses import dataclass
 from ..config import SchedulerConfig
 
 SPEC_METHODS = ("draft_model", "ngram")
+# KVTransferConfig.kv_role: which side of a prefill/decode pair the replica's KV connector serves
+KV_ROLES = ("kv_producer", "kv_consumer", "kv_both")
+# KVTransferConfig.kv_load_failure_policy: a failed KV load is recomputed locally, or fails the request
+KV_LOAD_FAILURE_POLICIES = ("recompute", "fail")
 
 
 @dataclass
@@ -28,6 +32,23 @@ class VllmConfig(SchedulerConfig):
     # "draft_model" drafts with a model of its own (one extra input slot per scheduled request,
     # num_spec_tokens KV lookahead slots); "ngram" matches the prompt on the CPU (neither).
     spec_method: str = "draft_model"
+    # KV connector (KVTransferConfig.kv_role, NIXL's scheduler side): None runs without one;
+    # "kv_producer" / "kv_consumer" / "kv_both" serve the prefill / decode / either side of a
+    # prefill/decode pair. A consumer with >1 batch in flight defers block frees (vLLM's rule).
+    kv_role: str | None = None
+    # KVTransferConfig.kv_load_failure_policy with a connector (vLLM's own default is "fail");
+    # without one vLLM always recomputes.
+    kv_load_failure_policy: str = "recompute"
+
+    @property
+    def is_kv_consumer(self) -> bool:
+        """KVTransferConfig.is_kv_consumer: the connector loads remote KV (decode side)."""
+        return self.kv_role in ("kv_consumer", "kv_both")
+
+    @property
+    def is_kv_producer(self) -> bool:
+        """KVTransferConfig.is_kv_producer: the connector hands KV to a remote decode."""
+        return self.kv_role in ("kv_producer", "kv_both")
 
     @property
     def uses_draft_model(self) -> bool:
@@ -69,6 +90,13 @@ class VllmConfig(SchedulerConfig):
             raise ValueError(f"{name}.watermark must be in [0, 1), got {self.watermark}")
         if self.spec_method not in SPEC_METHODS:
             raise ValueError(f"{name}.spec_method must be one of {SPEC_METHODS}, got {self.spec_method!r}")
+        if self.kv_role is not None and self.kv_role not in KV_ROLES:
+            raise ValueError(f"{name}.kv_role must be None or one of {KV_ROLES}, got {self.kv_role!r}")
+        if self.kv_load_failure_policy not in KV_LOAD_FAILURE_POLICIES:
+            raise ValueError(
+                f"{name}.kv_load_failure_policy must be one of {KV_LOAD_FAILURE_POLICIES}, "
+                f"got {self.kv_load_failure_policy!r}"
+            )
         if self.max_num_batched_tokens <= self.num_lookahead_tokens:
             raise ValueError(
                 f"{name}.max_num_batched_tokens ({self.max_num_batched_tokens}) must exceed "

@@ -10,6 +10,8 @@ not apply; the last update's stops go through `finish_requests` with the status 
 `check_stop` gives.
 
 Supported: `vllm` with one batch in flight and `vllm-async` with two (the engines' defaults).
+No stretch starts while a KV transfer of a prefill/decode pair is pending, running or holding
+blocks (`has_kv_transfers_in_flight`): its end changes the schedule.
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ class VllmFastForward(FastForwardBase):
         s = self.sched
         if depth != s.max_concurrent_batches or not s.running or len(s.waiting):
             return None
+        if s.connector is not None and (
+            len(s.kv_holding_waiting) or s.has_kv_transfers_in_flight() or s.connector.has_pending_meta()
+        ):
+            return None  # a transfer's end (or start) is an event no stretch jumps over
         cfg = self.config
         if (
             s.preempted_req_ids

@@ -9,17 +9,25 @@ stops requests (EOS, stop tokens, max_tokens, max_model_len) and frees them. The
 vLLM's, so the two read side by side; `AsyncScheduler` (async_scheduler.py) overrides only the
 post-schedule hook. What the simulator adds (exact fast-forward) is a companion object
 (fastforward.py), not part of this class.
+
+With a KV connector (`VllmConfig.kv_role`, kv_connector.py) the scheduler serves either side of a
+prefill/decode pair as vLLM's does: a remote prefill is admitted into WAITING_FOR_REMOTE_KVS with
+its blocks allocated and waits in `kv_holding_waiting` (scanned before `waiting`) until a
+StepResult's `finished_recving` names it; a finished remote-decode request keeps its blocks (it
+stays in `requests`, finished) until `finished_sending` names it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 
 from ..kv_cache import KVCacheManager
 from ..plan import GrammarOutput, RequestOutput, StepPlan, StepResult
 from ..request import Request, RequestStatus
 from .config import VllmConfig
 from .fastforward import VllmFastForward
+from .kv_connector import NixlConnectorScheduler
 from .request_queue import create_request_queue
 from .structured_output import StructuredOutputManager
 from .utils import check_stop
@@ -62,6 +70,9 @@ class Scheduler:
     max_concurrent_batches = 1
 
     def __init__(self, config: VllmConfig) -> None:
+        if config.is_kv_consumer and self.max_concurrent_batches > 1 and not config.defer_block_free:
+            # vLLM: a load may refill a freed block an in-flight step still writes
+            config = replace(config, defer_block_free=True)
         self.config = config
         # lazy_private: a vLLM request looks up blocks only while it holds none (see KVCacheManager)
         self.kv = KVCacheManager(
@@ -75,6 +86,8 @@ class Scheduler:
         self.requests: dict[str, Request] = {}
         self.running: list[Request] = []
         self.waiting = create_request_queue(config.scheduling_policy)
+        # waiting requests that hold KV blocks (remote loads): always scanned before `waiting`
+        self.kv_holding_waiting = create_request_queue(config.scheduling_policy)
         self.priority = config.scheduling_policy == "priority"
         self.max_num_active = config.max_num_active_seqs or config.max_num_seqs
         self.num_spec_tokens = config.num_spec_tokens
@@ -88,13 +101,32 @@ class Scheduler:
         # request id -> num_computed_tokens it had before its latest preemption (recompute count)
         self.recompute_frontier: dict[str, int] = {}
         self.current_step = 0
+        # KV connector (prefill/decode disaggregation); None without kv_role
+        self.connector = NixlConnectorScheduler(config.kv_role) if config.kv_role is not None else None
+        self.recompute_kv_load_failures = (
+            self.connector is None or config.kv_load_failure_policy == "recompute"
+        )
+        # a producer hands KV off when a request completes: a preempted request's in-flight
+        # output is dropped (it must not finish and hand off the blocks the preemption freed)
+        self.requires_kv_delivery = config.is_kv_producer
+        self.drop_stale_output_req_ids: set[str] = set()
+        # remote loads that ended (finished_recving) and, of those, the ones that failed
+        self.finished_recving_kv_req_ids: set[str] = set()
+        self.failed_recving_kv_req_ids: set[str] = set()
+        # requests still prefilling (or loading): their remaining blocks are reserved against
+        # the admission of an async load (kept only with a connector, where it is read)
+        self._inflight_prefills: set[Request] = set()
+        k = config.num_spec_tokens
+        self._spec_decode_step_blocks = (
+            -(-(1 + k + self.num_lookahead_tokens) // config.block_size) if k else 0
+        )
 
     # ---------------------------------------------------------------- schedule
     def schedule(self) -> StepPlan:
         """Plan one step: running requests first, then admissions if nothing was preempted."""
         self.current_step += 1
         cfg = self.config
-        num_eligible = len(self.running) + len(self.waiting)
+        num_eligible = len(self.running) + len(self.waiting) + len(self.kv_holding_waiting)
         threshold = cfg.long_prefill_token_threshold if num_eligible > 1 else 0
         if threshold > 0 and cfg.long_prefill_token_threshold_adaptive:
             threshold = max(threshold, cfg.max_num_batched_tokens // num_eligible)
@@ -214,11 +246,15 @@ class Scheduler:
             request.num_computed_tokens, self.recompute_frontier.get(request.request_id, 0)
         )
         self._free_request_blocks(request)
+        if self.connector is not None:
+            self._inflight_prefills.discard(request)
         request.status = RequestStatus.PREEMPTED
         request.num_computed_tokens = 0
         if request.spec_token_ids:
             request.spec_token_ids = []
         request.num_stale_output_tokens = request.num_in_flight_tokens
+        if self.requires_kv_delivery and request.num_stale_output_tokens:
+            self.drop_stale_output_req_ids.add(request.request_id)
         request.num_output_placeholders = 0
         request.num_preemptions += 1
         self.waiting.prepend_request(request)
@@ -226,60 +262,100 @@ class Scheduler:
 
     def _schedule_waiting(self, st: _StepState) -> None:
         """Admit waiting requests in queue order until budget, seats or KV run out (no preemption);
-        requests still compiling their grammar or with stale output in flight are skipped in place."""
+        requests still compiling their grammar, loading remote KV or with stale output in flight
+        are skipped in place. Requests holding blocks (`kv_holding_waiting`) come first."""
         cfg = self.config
         waiting = self.waiting
+        holding = self.kv_holding_waiting
+        connector = self.connector
         skipped: list[Request] = []
+        skipped_holding: list[Request] = []
         k = self.num_spec_tokens
         draft_slots = self.draft_slots
         while st.token_budget > 0:
-            if not waiting or st.input_budget <= draft_slots or len(self.running) >= self.max_num_active:
+            queue = holding if len(holding) else waiting
+            if not queue or st.input_budget <= draft_slots or len(self.running) >= self.max_num_active:
                 break
-            request = waiting.peek_request()
-            if not self._handle_blocked_waiting_request(request):
-                skipped.append(waiting.pop_request())  # its grammar is not compiled yet
-                continue
-            if request.num_stale_output_tokens:
-                skipped.append(waiting.pop_request())  # its in-flight output has not come back yet
-                continue
-            hit, num_computed = self.kv.get_computed_blocks(request)
-            budget = min(st.token_budget, st.input_budget - draft_slots)  # request_token_budget
-            num_new = request.num_tokens - num_computed
-            pad = False
-            if (
-                k > 0
-                and num_new == 1
-                and not st.prefill_scheduled
-                and (st.scheduled_running or num_computed > 0)
-                and num_computed + 1 + k + 1 <= cfg.max_model_len
+            request = queue.peek_request()
+            if not self._handle_blocked_waiting_request(request) or (
+                request.num_stale_output_tokens and request.request_id not in self.drop_stale_output_req_ids
             ):
-                if 1 + k > budget:
+                # its grammar is not compiled, its remote KV not loaded, or its in-flight output
+                # (to be delivered) has not come back yet
+                queue.pop_request()
+                (skipped_holding if self._holds_kv_blocks(request) else skipped).append(request)
+                continue
+            num_external = 0
+            load_kv_async = False
+            if request.num_computed_tokens == 0:
+                hit, num_local = self.kv.get_computed_blocks(request)
+                if connector is not None:
+                    # our local hits are whole blocks: the hit is already block-aligned
+                    num_external, load_kv_async = connector.get_num_new_matched_tokens(request, num_local)
+                num_computed = num_local + num_external
+            else:
+                # remote KV loaded (the request holds its blocks): compute what is left
+                hit, num_local = [], 0
+                num_computed = request.num_computed_tokens
+            pad = False
+            if load_kv_async:
+                num_new = 0  # loading remote KV: no compute this step
+            else:
+                budget = min(st.token_budget, st.input_budget - draft_slots)  # request_token_budget
+                num_new = request.num_tokens - num_computed
+                if (
+                    k > 0
+                    and num_new == 1
+                    and not st.prefill_scheduled
+                    and (st.scheduled_running or num_computed > 0)
+                    and num_computed + 1 + k + 1 <= cfg.max_model_len
+                ):
+                    if 1 + k > budget:
+                        break
+                    num_new, pad = 1 + k, True
+                if 0 < st.threshold < num_new:
+                    num_new = st.threshold
+                if not cfg.enable_chunked_prefill and num_new > budget:
                     break
-                num_new, pad = 1 + k, True
-            if 0 < st.threshold < num_new:
-                num_new = st.threshold
-            if not cfg.enable_chunked_prefill and num_new > budget:
-                break
-            num_new = min(num_new, budget)
+                num_new = min(num_new, budget)
+            reserved = 0
+            if load_kv_async:
+                # a load holds its blocks with no progress: leave in-flight prefills their blocks
+                reserved = self._inflight_prefill_reserved_blocks() + self._spec_decode_step_blocks
             if (
                 self.kv.allocate_slots(
                     request,
                     num_new,
-                    num_computed,
+                    num_local,
                     hit,
-                    num_lookahead_tokens=self.num_lookahead_tokens,
+                    num_lookahead_tokens=0 if load_kv_async else self.num_lookahead_tokens,
                     full_sequence_must_fit=cfg.scheduler_reserve_full_isl,
                     has_scheduled_reqs=bool(self.running),
+                    num_external_computed_tokens=num_external,
+                    delay_cache_blocks=load_kv_async,
+                    reserved_blocks=reserved,
                 )
                 is None
             ):
                 break
-            waiting.pop_request()
+            if connector is not None:
+                connector.update_state_after_alloc(request, num_external)
+            if load_kv_async:
+                # KV arrives between steps; num_computed_tokens counts it already
+                request.status = RequestStatus.WAITING_FOR_REMOTE_KVS
+                request.num_computed_tokens = num_computed
+                self._inflight_prefills.add(request)
+                queue.pop_request()
+                skipped_holding.append(request)
+                continue
+            queue.pop_request()
             self.running.append(request)
             (st.new if request.status == RequestStatus.WAITING else st.resumed).append(request)
             request.status = RequestStatus.RUNNING
             request.num_computed_tokens = num_computed
             self._record(st, request, num_new, num_computed)
+            if connector is not None and num_computed + num_new < request.num_tokens:
+                self._inflight_prefills.add(request)
             if pad:
                 # vLLM 0.33.0 asserts here: 0 < long_prefill_token_threshold < 1 + k cuts the
                 # padded admission, and the engine dies
@@ -288,17 +364,59 @@ class Scheduler:
                     f"tokens, not 1 + num_spec_tokens = {1 + k} (vLLM asserts)"
                 )
                 st.spec[request.request_id] = [-1] * k
+        if skipped_holding:
+            holding.prepend_requests(skipped_holding)
         if skipped:
             waiting.prepend_requests(skipped)
 
+    @staticmethod
+    def _holds_kv_blocks(request: Request) -> bool:
+        """A waiting request with blocks: loaded KV, or a load in flight (whose failure resets
+        num_computed_tokens before the blocks are freed)."""
+        return request.num_computed_tokens > 0 or request.status == RequestStatus.WAITING_FOR_REMOTE_KVS
+
+    def _inflight_prefill_reserved_blocks(self) -> int:
+        """Blocks the in-flight prefills (and loads) still need for their whole sequence."""
+        bs = self.config.block_size
+        extra = 1 + self.num_spec_tokens + self.num_lookahead_tokens if self.num_spec_tokens else 0
+        max_model_len = self.config.max_model_len
+        total = 0
+        for request in self._inflight_prefills:
+            n = min(request.num_tokens, max_model_len) + extra
+            total += max(-(-n // bs) - len(self.kv.get_block_ids(request.request_id)), 0)
+        return total
+
     def _handle_blocked_waiting_request(self, request: Request) -> bool:
         """True if the waiting request may be scheduled; a structured request leaves
-        WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR only here, when a scan reaches it compiled."""
-        if request.status == RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR:
+        WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR, and a remote load WAITING_FOR_REMOTE_KVS, only
+        here, when a scan reaches it compiled / loaded."""
+        status = request.status
+        if status == RequestStatus.WAITING_FOR_REMOTE_KVS:
+            if request.request_id not in self.finished_recving_kv_req_ids:
+                return False
+            self._update_waiting_for_remote_kv(request)
+            request.status = RequestStatus.PREEMPTED if request.num_preemptions else RequestStatus.WAITING
+        elif status == RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR:
             if not request.grammar_ready:
                 return False
             request.status = RequestStatus.WAITING
         return True
+
+    def _update_waiting_for_remote_kv(self, request: Request) -> None:
+        """The load ended: publish the loaded blocks (a failed load keeps what is valid, or frees
+        them all), and recompute the last prompt token when every token came from outside."""
+        rid = request.request_id
+        if rid in self.failed_recving_kv_req_ids:
+            if request.num_computed_tokens:
+                self.kv.cache_blocks(request, request.num_computed_tokens)
+            else:
+                self.kv.free(request)  # nothing valid: a local prefix hit may serve the retry
+            self.failed_recving_kv_req_ids.remove(rid)
+        else:
+            self.kv.cache_blocks(request, request.num_computed_tokens)
+        if request.num_computed_tokens == request.num_tokens:
+            request.num_computed_tokens = request.num_tokens - 1
+        self.finished_recving_kv_req_ids.remove(rid)
 
     def _record(self, st: _StepState, request: Request, num_new: int, context: int) -> None:
         """Charge the budgets for an admitted request."""
@@ -336,6 +454,8 @@ class Scheduler:
             preempted_req_ids=self.preempted_req_ids,
             finished_req_ids=self.finished_req_ids,
         )
+        if self.connector is not None:
+            plan.kv_reqs_to_recv, plan.kv_reqs_to_send = self.connector.build_connector_meta()
         if self.config.defer_block_free and total > 0:
             self.kv.begin_step()
         self._update_after_schedule(plan)
@@ -357,6 +477,11 @@ class Scheduler:
             )
             has_so |= request.structured_output and not request.is_prefill_chunk
         plan.has_structured_output_requests = has_so
+        if self.connector is not None and self._inflight_prefills:
+            for rid in plan.num_scheduled_tokens:
+                request = requests[rid]
+                if not request.is_prefill_chunk:
+                    self._inflight_prefills.discard(request)
         self.finished_req_ids = []
         self.preempted_req_ids = []
 
@@ -378,6 +503,11 @@ class Scheduler:
         stopped_running: set[Request] = set()
         stopped_waiting: set[Request] = set()
         failed = result.failed_kv_load_ids
+        connector = self.connector
+        recv_ended: set[str] = set()
+        error_ids: list[str] = []
+        if connector is not None and failed:
+            recv_ended, error_ids = self._handle_failed_recving(failed)
         for rid, n in plan.num_scheduled_tokens.items():
             request = requests.get(rid)
             if request is None:
@@ -389,8 +519,18 @@ class Scheduler:
                 request.num_stale_output_tokens = stale_n - n
                 assert stale_n >= n
             if failed and rid in failed:
-                self._recompute_after_failed_load(request, stale)
+                if self.recompute_kv_load_failures:
+                    self._recompute_after_failed_load(request, stale)
+                elif not stale and request.status == running_status:
+                    error_ids.append(rid)
                 continue
+            if connector is not None:
+                if request.is_finished:
+                    continue  # finished, its blocks held for a KV transfer
+                if stale and rid in self.drop_stale_output_req_ids:
+                    if stale_n == n:
+                        self.drop_stale_output_req_ids.discard(rid)
+                    continue  # dropped, not delivered: the request recomputes it
             generated = sampled.get(rid)
             if not generated:
                 continue  # a prefill chunk: nothing to deliver
@@ -434,7 +574,60 @@ class Scheduler:
             self.running = [r for r in self.running if r not in stopped_running]
         if stopped_waiting:
             self.waiting.remove_requests(stopped_waiting)
+        if connector is not None:
+            if error_ids:
+                for request in self.finish_requests(error_ids, RequestStatus.FINISHED_ERROR):
+                    outputs.append(RequestOutput(request.request_id, [], request.status))
+            self._update_from_kv_xfer_finished(result, recv_ended)
         return outputs
+
+    def _handle_failed_recving(self, failed: set[str]) -> tuple[set[str], list[str]]:
+        """Failed remote loads: the load has ended (as NIXL reports a failed one in
+        finished_recving too); recompute policy: nothing of it is valid, so the request restarts
+        from token 0 once promoted; fail policy: the request fails. Returns (loads ended, ids to
+        fail)."""
+        ended: set[str] = set()
+        to_fail: list[str] = []
+        for rid in sorted(failed):
+            request = self.requests.get(rid)
+            if request is None:
+                continue
+            if request.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
+                ended.add(rid)
+                if self.recompute_kv_load_failures:
+                    request.num_computed_tokens = 0
+                    self.failed_recving_kv_req_ids.add(rid)
+                else:
+                    to_fail.append(rid)
+            elif request.is_finished and self._is_remote_prefill(request):
+                ended.add(rid)  # aborted while loading: its blocks wait for the load's end
+        return ended, to_fail
+
+    @staticmethod
+    def _is_remote_prefill(request: Request) -> bool:
+        """Decode side of a prefill/decode pair."""
+        params = request.kv_transfer_params
+        return params is not None and params.do_remote_prefill
+
+    def _update_from_kv_xfer_finished(self, result: StepResult, recv_ended: set[str]) -> None:
+        """Transfers that ended: a loaded request may now be scheduled (the next waiting scan
+        promotes it); a finished one (aborted while loading, or sent to its remote decode) frees
+        its blocks. Ids this replica does not hold (a notification-only transfer) are ignored."""
+        requests = self.requests
+        for rid in sorted(result.finished_recving | recv_ended):
+            request = requests.get(rid)
+            if request is None:
+                continue
+            if request.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
+                self.finished_recving_kv_req_ids.add(rid)
+            elif request.is_finished:
+                self._free_blocks(request)
+        for rid in sorted(result.finished_sending):
+            request = requests.get(rid)
+            if request is None:
+                continue
+            assert request.is_finished, f"{rid}: finished_sending for a request still {request.status.name}"
+            self._free_blocks(request)
 
     def _recompute_after_failed_load(self, request: Request, stale: bool) -> None:
         """KV load failure, recompute policy: drop the step's output and recompute from token 0.
@@ -497,6 +690,11 @@ class Scheduler:
         compiled."""
         if request.request_id in self.requests:
             raise ValueError(f"duplicate request id {request.request_id!r}")
+        if request.kv_transfer_params is not None and self.connector is None:
+            raise ValueError(
+                f"request {request.request_id!r} carries kv_transfer_params but VllmConfig.kv_role "
+                "is None (no KV connector)"
+            )
         if request.structured_output:
             request.status = RequestStatus.WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR
         self.requests[request.request_id] = request
@@ -522,9 +720,18 @@ class Scheduler:
         in_waiting = {r for r in valid if r not in in_running}
         if in_waiting:
             self.waiting.remove_requests(in_waiting)
+            if len(self.kv_holding_waiting):
+                self.kv_holding_waiting.remove_requests(in_waiting)
         for request in valid:
+            delay_free_blocks = False
+            if request.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
+                # the load is still running: its blocks are freed when it ends
+                rid = request.request_id
+                delay_free_blocks = rid not in self.finished_recving_kv_req_ids
+                self.finished_recving_kv_req_ids.discard(rid)
+                self.failed_recving_kv_req_ids.discard(rid)
             request.status = finished_status
-            self._free_request(request)
+            self._free_request(request, delay_free_blocks)
         return valid
 
     def abort_requests(self, request_ids: Iterable[str]) -> list[Request]:
@@ -532,16 +739,37 @@ class Scheduler:
         return self.finish_requests(request_ids, RequestStatus.FINISHED_ABORTED)
 
     def has_unfinished_requests(self) -> bool:
-        """Requests still waiting or running."""
-        return bool(self.running) or len(self.waiting) > 0
+        """Requests still waiting (remote loads included) or running."""
+        return bool(self.running) or len(self.waiting) > 0 or len(self.kv_holding_waiting) > 0
 
     def has_requests(self) -> bool:
-        """Unfinished requests, or finished ones not yet reported in a plan."""
-        return self.has_unfinished_requests() or bool(self.finished_req_ids)
+        """Unfinished requests, finished ones not yet reported in a plan, or finished ones whose
+        blocks a KV transfer still holds (vLLM's has_finished_requests)."""
+        return self.has_unfinished_requests() or bool(self.finished_req_ids) or self._has_held_finished()
+
+    def _has_held_finished(self) -> bool:
+        """Finished requests kept in `requests` until a transfer ends."""
+        if self.connector is None:
+            return False
+        num_running, num_waiting = self.get_request_counts()
+        return len(self.requests) > num_running + num_waiting
+
+    def has_kv_transfers_in_flight(self) -> bool:
+        """SupportsKVTransfer: a load (WAITING_FOR_REMOTE_KVS, not yet ended) or a send (blocks
+        held by a finished request) is outstanding."""
+        if self.connector is None:
+            return False
+        if self._has_held_finished():
+            return True
+        done = self.finished_recving_kv_req_ids
+        for request in self.kv_holding_waiting:
+            if request.status == RequestStatus.WAITING_FOR_REMOTE_KVS and request.request_id not in done:
+                return True
+        return False
 
     def get_request_counts(self) -> tuple[int, int]:
-        """(running, waiting)."""
-        return len(self.running), len(self.waiting)
+        """(running, waiting): vLLM counts the requests holding blocks while waiting as waiting."""
+        return len(self.running), len(self.waiting) + len(self.kv_holding_waiting)
 
     def kv_usage(self) -> float:
         """Fraction of usable KV blocks in use."""
@@ -611,10 +839,22 @@ class Scheduler:
         else:
             self.kv.free(request)
 
-    def _free_request(self, request: Request) -> None:
-        """A finished request: report it in the next plan, release blocks, forget it."""
+    def _free_request(self, request: Request, delay_free_blocks: bool = False) -> None:
+        """A finished request: report it in the next plan, release blocks (unless a KV transfer
+        still needs them: the connector's delay_free_blocks), forget it."""
+        self.finished_req_ids.append(request.request_id)
+        connector = self.connector
+        if connector is not None:
+            self._inflight_prefills.discard(request)
+            self.drop_stale_output_req_ids.discard(request.request_id)
+            held = request.num_computed_tokens if self.kv.get_block_ids(request.request_id) else 0
+            delay_free_blocks = connector.request_finished(request, held) or delay_free_blocks
+        if not delay_free_blocks:
+            self._free_blocks(request)
+
+    def _free_blocks(self, request: Request) -> None:
+        """Release the finished request's blocks and forget it."""
         rid = request.request_id
-        self.finished_req_ids.append(rid)
         self._free_request_blocks(request)
         self.kv.drop_request(request)
         self.recompute_frontier.pop(rid, None)
@@ -626,15 +866,32 @@ class Scheduler:
         return VllmFastForward(self)
 
     def check_invariants(self) -> None:
-        """KV blocks conserved, queues consistent, placeholders and in-flight counts >= 0."""
+        """KV blocks conserved, queues consistent, placeholders and in-flight counts >= 0; a
+        tracked finished request holds blocks for a transfer, a blocked remote load holds its."""
         self.kv.check_invariants()
         running = set(map(id, self.running))
         waiting = set(map(id, self.waiting))
+        holding = set(map(id, self.kv_holding_waiting))
+        held = {id(r) for r in self.requests.values() if r.is_finished}
         assert len(running) == len(self.running), "duplicate in running"
-        assert not running & waiting, "request both running and waiting"
-        assert len(running) + len(waiting) == len(self.requests), "queues do not cover the requests"
+        assert not running & waiting and not running & holding, "request both running and waiting"
+        assert not waiting & holding, "request in both waiting queues"
+        assert len(running) + len(waiting) + len(holding) + len(held) == len(self.requests), (
+            "queues do not cover the requests"
+        )
+        assert self.connector is not None or not holding and not held, "transfer state without a connector"
+        for rid in self.finished_recving_kv_req_ids:
+            assert self.requests[rid].status == RequestStatus.WAITING_FOR_REMOTE_KVS, f"{rid}: not loading"
+        assert self.failed_recving_kv_req_ids <= self.finished_recving_kv_req_ids, "failed load not ended"
         for request in self.requests.values():
-            assert not request.is_finished, f"{request.request_id}: finished but still tracked"
+            if request.is_finished or request.status == RequestStatus.WAITING_FOR_REMOTE_KVS:
+                assert self.kv.get_block_ids(request.request_id), f"{request.request_id}: held without blocks"
+                continue
+            if id(request) in holding:
+                # loaded (a one-token prompt loaded in full recomputes from 0, its block kept),
+                # or a failed load given back
+                assert request.status != RequestStatus.RUNNING, f"{request.request_id}: RUNNING but waiting"
+                continue
             assert request.num_output_placeholders >= 0, f"{request.request_id}: placeholders < 0"
             assert request.num_in_flight_tokens >= 0, f"{request.request_id}: in-flight < 0"
             assert request.num_stale_output_tokens >= 0, f"{request.request_id}: stale < 0"

@@ -49,6 +49,7 @@ COMPILED_MODULES = (
     "schedsim.policies.trtllm.lifecycle",
     "schedsim.policies.trtllm.scheduled_requests",
     "schedsim.policies.trtllm.resource_manager",
+    "schedsim.policies.trtllm.cache_transceiver",
     "schedsim.policies.trtllm.policy",
     "schedsim.policies.trtllm.fastforward",
     "schedsim.policies.baselines.base",

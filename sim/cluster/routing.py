@@ -24,7 +24,7 @@ from schedsim.worlds.inputs import ARRIVAL, InputStream
 class RoutingLog:
     """One row per routing decision, as columns (the routing table), plus per-replica load rows."""
 
-    def __init__(self, num_replicas: int) -> None:
+    def __init__(self, num_replicas: int, pool: Sequence[int] | None = None) -> None:
         self.time = Column("d")
         self.row = Column("q")
         self.replica = Column("q")
@@ -35,6 +35,8 @@ class RoutingLog:
         self.max_outstanding = Column("q")
         self.total_outstanding = Column("q")
         self.num_replicas = num_replicas
+        # the replicas a decision chooses among (cluster indices), one load row each
+        self.pool: list[int] = list(range(num_replicas)) if pool is None else list(pool)
         # per decision and replica: outstanding, running, waiting, kv usage (the load table)
         self.load_outstanding = Column("q")
         self.load_running = Column("q")
@@ -47,6 +49,23 @@ class RoutingLog:
         if code is None:
             code = self.reasons[name] = len(self.reasons)
         return code
+
+    def record(self, t: float, row: int, i: int, reason: str, views: Sequence[ReplicaView]) -> None:
+        """A decision's row (i: the chosen replica's position in the pool) and the loads behind it."""
+        loads = [v.num_outstanding for v in views]
+        self.time.append(t)
+        self.row.append(row)
+        self.replica.append(self.pool[i])
+        self.reason_code.append(self.reason(reason))
+        self.chosen_outstanding.append(loads[i])
+        self.min_outstanding.append(min(loads))
+        self.max_outstanding.append(max(loads))
+        self.total_outstanding.append(sum(loads))
+        for v in views:
+            self.load_outstanding.append(v.num_outstanding)
+            self.load_running.append(v.num_running)
+            self.load_waiting.append(v.num_waiting)
+            self.load_kv.append(v.kv_usage)
 
 
 class RouterProcess:
@@ -62,14 +81,17 @@ class RouterProcess:
         build: Callable[[int], tuple[Request, RouteRequest, int]],
         scrape_interval: float = 0.0,
         until: float | None = None,
+        pool: Sequence[int] | None = None,
     ) -> None:
         self.env, self.stream, self.replicas, self.router = env, stream, replicas, router
+        # the replicas arrivals are routed among (a prefill/decode cluster: the prefill pool)
+        self.pool: list[int] = list(range(len(replicas))) if pool is None else list(pool)
         self.rows = rows  # arrival k of the stream is workload row rows[k]
         self.build = build  # row -> its Request, what the router reads of it, its target output
         self.scrape_interval = scrape_interval
         self.until = math.inf if until is None else until
         self.owner: dict[str, int] = {}  # request id -> replica it was routed to
-        self.log = RoutingLog(len(replicas))
+        self.log = RoutingLog(len(self.pool), self.pool)
         self.next_scrape = 0.0 if scrape_interval > 0 else math.inf
         self.done = False
 
@@ -112,8 +134,8 @@ class RouterProcess:
             self.dispatch(t)
         self.done = True  # past `until` nothing more is routed or read; the engines stop on their own
         if t is None:
-            for rep in self.replicas:
-                rep.inbox.close()
+            for i in self.pool:
+                self.replicas[i].inbox.close()
 
     def scrape_all(self, now: float) -> None:
         """Every replica's metrics endpoint read now."""
@@ -132,42 +154,45 @@ class RouterProcess:
                 rid = s.abort_ids[ref]
                 i = self.owner.get(rid)
                 if i is not None:  # an abort of a request not yet arrived is a no-op, as on one engine
-                    self.replicas[i].inbox.put_abort(t, rid)
+                    self.forward_abort(i, rid, t)
             pos += 1
         s.pos = pos
+
+    def forward_abort(self, i: int, rid: str, t: float) -> None:
+        """A client abort, sent to the replica holding the request."""
+        self.replicas[i].inbox.put_abort(t, rid)
 
     def route(self, row: int, t: float) -> None:
         """One routing decision, logged with the loads the router saw."""
         request, info, target = self.build(row)
-        live = self.scrape_interval <= 0
-        views = [rep.view(t, live) for rep in self.replicas]
-        decision = self.router.route(info, views)
-        i = decision.replica
-        if not 0 <= i < len(self.replicas):
-            raise ValueError(
-                f"router {type(self.router).__name__} sent request {request.request_id} to replica {i}; "
-                f"the cluster has replicas 0..{len(self.replicas) - 1}"
-            )
-        self.record(t, row, i, decision.reason, views)
+        i = route_in_pool(
+            self.router, self.log, self.replicas, self.pool, row, t, request, info, self.scrape_interval <= 0
+        )
         self.owner[request.request_id] = i
         rep = self.replicas[i]
         rep.admit(row, request, target)
         rep.inbox.put_request(t, request)
 
-    def record(self, t: float, row: int, i: int, reason: str, views: Sequence[ReplicaView]) -> None:
-        """The decision's row and the loads behind it."""
-        log = self.log
-        loads = [v.num_outstanding for v in views]
-        log.time.append(t)
-        log.row.append(row)
-        log.replica.append(i)
-        log.reason_code.append(log.reason(reason))
-        log.chosen_outstanding.append(loads[i])
-        log.min_outstanding.append(min(loads))
-        log.max_outstanding.append(max(loads))
-        log.total_outstanding.append(sum(loads))
-        for v in views:
-            log.load_outstanding.append(v.num_outstanding)
-            log.load_running.append(v.num_running)
-            log.load_waiting.append(v.num_waiting)
-            log.load_kv.append(v.kv_usage)
+
+def route_in_pool(
+    router: Router,
+    log: RoutingLog,
+    replicas: Sequence[Replica],
+    pool: Sequence[int],
+    row: int,
+    t: float,
+    request: Request,
+    info: RouteRequest,
+    live: bool,
+) -> int:
+    """Ask the router among the pool's replicas, log the decision; returns the cluster index."""
+    views = [replicas[j].view(t, live) for j in pool]
+    decision = router.route(info, views)
+    i = decision.replica
+    if not 0 <= i < len(pool):
+        raise ValueError(
+            f"router {type(router).__name__} sent request {request.request_id} to replica {i}; "
+            f"the pool has replicas 0..{len(pool) - 1}"
+        )
+    log.record(t, row, i, decision.reason, views)
+    return pool[i]

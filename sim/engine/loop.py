@@ -25,6 +25,7 @@ from schedsim.engine.waits import (
     POLL,
     POLL_ABORTS,
     WAIT_ARRIVAL,
+    WAIT_TRANSFER,
     CpuPhase,
     Inputs,
     Launch,
@@ -40,6 +41,7 @@ from schedsim.policies import (
     StepPlan,
     StepResult,
     SupportsGrammarBitmask,
+    SupportsKVTransfer,
 )
 from schedsim.policies.plan import GrammarOutput
 
@@ -114,6 +116,10 @@ class Engine:
         self.grammar: SupportsGrammarBitmask | None = (
             policy if isinstance(policy, SupportsGrammarBitmask) else None
         )
+        # a side of a prefill/decode pair: KV transfers keep an otherwise idle engine alive
+        self.kv_transfer: SupportsKVTransfer | None = (
+            policy if isinstance(policy, SupportsKVTransfer) else None
+        )
 
     # ---- the busy loop ----
     def run(self) -> Waits:
@@ -121,9 +127,10 @@ class Engine:
         step = self._step if self.depth == 1 else self._step_with_batch_queue
         while True:
             if self.idle_empty_plans >= 2 or (not self.policy.has_requests() and not self.batch_queue):
-                inputs = yield WAIT_ARRIVAL
-                if inputs is None:
-                    if self.policy.has_requests():
+                transferring = self._transfers_in_flight()  # nothing to compute until one ends
+                inputs = yield (WAIT_TRANSFER if transferring else WAIT_ARRIVAL)
+                if inputs is None:  # no input ever again (or the run's time limit)
+                    if not transferring and self.policy.has_requests():
                         raise PolicyStuckError(self._stuck_message())
                     return
                 self.idle_empty_plans = 0
@@ -133,6 +140,11 @@ class Engine:
                 inputs = yield POLL
             self._apply_inputs(inputs)
             yield from step()
+
+    def _transfers_in_flight(self) -> bool:
+        """A KV load or send of this engine is outstanding (it must wait for its end, not stop)."""
+        kv = self.kv_transfer
+        return kv is not None and kv.has_kv_transfers_in_flight()
 
     def _apply_inputs(self, inputs: Inputs, add: bool = True) -> None:
         """Add new requests (or hold them), then apply aborts."""
@@ -190,6 +202,10 @@ class Engine:
         yield CpuPhase("d2h_copy", n_reqs, n_tok, idx)
         self._apply_inputs((yield POLL_ABORTS), add=False)
         outputs = self.policy.update_from_output(plan, result)
+        if self.kv_transfer is not None and (
+            result.finished_recving or result.finished_sending or result.failed_kv_load_ids
+        ):
+            self.idle_empty_plans = 0  # an ended transfer may let the policy schedule again
         yield CpuPhase("update_from_output", n_reqs, n_tok, idx)
         for out in outputs:
             if out.finish_reason is not None:
@@ -222,7 +238,7 @@ class Engine:
     # ---- EngineCore.step ----
     def _step(self) -> Waits:
         """One batch in flight: schedule, launch, wait, update; drafts go back to the policy."""
-        if not self.policy.has_requests():
+        if not self.policy.has_requests() and not self._transfers_in_flight():
             return
         plan, idx = yield from self._schedule()
         self._note_progress(plan)
@@ -240,7 +256,7 @@ class Engine:
         """Fill the batch queue first; block on the oldest step only when full or out of work."""
         queue = self.batch_queue
         deferred: tuple[Any, StepPlan, int] | None = None
-        if self.policy.has_requests():
+        if self.policy.has_requests() or self._transfers_in_flight():
             plan, idx = yield from self._schedule()
             self._note_progress(plan)
             executed = plan.total_num_scheduled_tokens > 0

@@ -12,6 +12,7 @@ plain objects below; the driver resolves it and sends the answer back with `gen.
 | `PollInputs`       | hands over the inputs that arrived by now, without blocking | Inputs              |
 | `WaitArrival`      | blocks until the next input arrives                        | Inputs, or None (*) |
 | `Jump`             | fast-forwards steady decode steps in closed form (or none)  | steps jumped (int)  |
+| `WaitTransfer`     | blocks until a KV transfer of it ends or an input arrives  | Inputs, or None (*) |
 
 (*) None means no input will ever arrive again; the loop then ends.
 
@@ -104,7 +105,14 @@ class Jump:
     """Fast-forward: the engine is at the top of its loop in a steady decode state (see fastforward)."""
 
 
+@dataclass(slots=True, frozen=True)
+class WaitTransfer:
+    """Nothing to schedule, but KV transfers are in flight (a prefill/decode pair): block until
+    one of this engine's transfers ends or an input arrives."""
+
+
 POLL = PollInputs()
 POLL_ABORTS = PollInputs(aborts_only=True)
 WAIT_ARRIVAL = WaitArrival()
 JUMP = Jump()
+WAIT_TRANSFER = WaitTransfer()

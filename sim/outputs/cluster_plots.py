@@ -1,5 +1,5 @@
-"""PNG plots of a cluster run: each replica's load over time as the router saw it, and the
-routing mix (decisions by replica and reason)."""
+"""PNG plots of a cluster run: each replica's load over time as the router saw it, the routing
+mix (decisions by replica and reason), and with prefill/decode pools the KV transfers."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from matplotlib.figure import Figure
 from schedsim.outputs.plots import save_figure, thin_rows
 
 CLUSTER_PLOTS = ("replica_load.png", "routing_mix.png")
+TRANSFER_PLOT = "kv_transfers.png"
 
 
 def plot_replica_load(load: pd.DataFrame, path: Path | None = None) -> Figure:
@@ -46,6 +47,26 @@ def plot_routing_mix(routing: pd.DataFrame, path: Path | None = None) -> Figure:
     return save_figure(fig, path)
 
 
+def plot_kv_transfers(transfers: pd.DataFrame, path: Path | None = None) -> Figure:
+    """Each KV transfer's time (queued for the GPU, then on the link) against its size, and the
+    bytes in flight over time."""
+    fig = Figure(figsize=(11, 6), layout="constrained")
+    ax1, ax2 = fig.subplots(1, 2)
+    done = transfers[transfers["end_time"].notna()]
+    mb = done["bytes"] / 1e6
+    ax1.scatter(mb, done["transfer_time"] * 1e3, s=8, label="on the link")
+    ax1.scatter(mb, done["queued_time"] * 1e3, s=8, marker="x", label="queued for the GPU")
+    ax1.set(xlabel="KV bytes (MB)", ylabel="time (ms)", title="KV transfers")
+    ax1.legend(loc="upper left", fontsize="small")
+    if len(done):
+        times = pd.concat([done["start_time"], done["end_time"]]).to_numpy()
+        steps = pd.concat([mb, -mb]).to_numpy()
+        order = times.argsort(kind="stable")
+        ax2.plot(times[order], steps[order].cumsum(), drawstyle="steps-post", lw=0.8)
+    ax2.set(xlabel="simulated time (s)", ylabel="MB in flight", title="KV bytes in flight")
+    return save_figure(fig, path)
+
+
 def write_cluster_plots(result: Any, out: Path) -> list[Path]:
     """The cluster's PNGs, for a result with routing and load tables (none otherwise)."""
     routing, load = getattr(result, "routing", None), getattr(result, "load", None)
@@ -53,4 +74,9 @@ def write_cluster_plots(result: Any, out: Path) -> list[Path]:
         return []
     plot_replica_load(load, out / CLUSTER_PLOTS[0])
     plot_routing_mix(routing, out / CLUSTER_PLOTS[1])
-    return [out / name for name in CLUSTER_PLOTS]
+    written = [out / name for name in CLUSTER_PLOTS]
+    transfers = getattr(result, "transfers", None)
+    if transfers is not None:
+        plot_kv_transfers(transfers, out / TRANSFER_PLOT)
+        written.append(out / TRANSFER_PLOT)
+    return written

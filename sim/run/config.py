@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from schedsim.cluster.interconnect import get_interconnect
 from schedsim.run.fieldtypes import check_instance
 
 ENGINE_MODES = ("auto", "sync", "async")
@@ -171,6 +172,18 @@ class RunConfig:
         "per-replica settings for a heterogeneous fleet: entry i overrides fields of replica i "
         f"(any of {', '.join(REPLICA_FIELDS)})",
     )
+    pd: str | None = _f(
+        None,
+        "prefill/decode disaggregation: P:D prefill and decode replicas, each pool behind its "
+        "router (None: colocated replicas)",
+    )
+    interconnect: str = _f(
+        "ib-400g",
+        "the link KV transfers take from a prefill to a decode replica: nvlink, ib-400g, ib-200g, "
+        "rdma-400g, rdma-200g, pcie-gen5, pcie-gen4, eth-100g or custom:GBPS:US",
+    )
+    prefill_router: str | None = _f(None, "the prefill pool's router with pd (None: router)")
+    decode_router: str | None = _f(None, "the decode pool's router with pd (None: router)")
     # ---- simulator ----
     fast_forward: bool = _f(
         True,
@@ -208,10 +221,20 @@ class RunConfig:
             raise ValueError("RunConfig.router_options must be a mapping of option name to value")
         if not self.scrape_interval_s >= 0:
             raise ValueError(f"RunConfig.scrape_interval_s must be >= 0, got {self.scrape_interval_s!r}")
-        if len(self.replica_overrides) > self.replicas:
+        pools = self.pd_pools()
+        if pools is not None and self.replicas not in (1, sum(pools)):
+            raise ValueError(
+                f"RunConfig.replicas ({self.replicas}) contradicts pd {self.pd!r} "
+                f"({sum(pools)} replicas); give one of them"
+            )
+        try:
+            get_interconnect(self.interconnect)
+        except ValueError as exc:
+            raise ValueError(f"RunConfig.interconnect: {exc}") from None
+        if len(self.replica_overrides) > self.num_replicas():
             raise ValueError(
                 f"RunConfig.replica_overrides has {len(self.replica_overrides)} entries for "
-                f"{self.replicas} replicas"
+                f"{self.num_replicas()} replicas"
             )
         for i, entry in enumerate(self.replica_overrides):
             if not isinstance(entry, dict):
@@ -278,10 +301,28 @@ class RunConfig:
         if self.draft_model is not None and (self.spec_method != "draft_model" or not self.num_spec_tokens):
             raise ValueError("RunConfig.draft_model needs num_spec_tokens > 0 and spec_method 'draft_model'")
 
+    def pd_pools(self) -> tuple[int, int] | None:
+        """(prefill replicas, decode replicas) of a disaggregated cluster; None when colocated."""
+        if self.pd is None:
+            return None
+        parts = self.pd.split(":")
+        try:
+            p, d = (int(x) for x in parts)
+        except ValueError:
+            raise ValueError(f"RunConfig.pd must be P:D (two integers >= 1), got {self.pd!r}") from None
+        if p < 1 or d < 1:
+            raise ValueError(f"RunConfig.pd must be P:D (two integers >= 1), got {self.pd!r}")
+        return p, d
+
+    def num_replicas(self) -> int:
+        """Replicas in the cluster: P + D with pd, else `replicas`."""
+        pools = self.pd_pools()
+        return self.replicas if pools is None else pools[0] + pools[1]
+
     def replica_config(self, index: int) -> RunConfig:
         """Replica `index`'s own config in a cluster: this one with that replica's overrides."""
         over = self.replica_overrides[index] if index < len(self.replica_overrides) else {}
-        return dataclasses.replace(self, replicas=1, replica_overrides=[], **over)
+        return dataclasses.replace(self, replicas=1, replica_overrides=[], pd=None, **over)
 
     def to_dict(self) -> dict[str, Any]:
         """The fields as plain JSON-ready data."""

@@ -227,8 +227,10 @@ def check_config(config: RunConfig, label: str = "") -> None:
     try:
         resolved = resolve_run(config)
         make_policy(config.policy, **resolved.policy_options)
-        if config.replicas > 1 or config.replica_overrides:
-            make_router(config.router, **config.router_options)
+        if config.num_replicas() > 1 or config.replica_overrides:
+            pools = (config.prefill_router, config.decode_router)
+            for name in dict.fromkeys([config.router, *(r for r in pools if r)]):
+                make_router(name, **config.router_options)
             for i in range(len(config.replica_overrides)):
                 replica = resolve_run(config.replica_config(i))
                 make_policy(replica.config.policy, **replica.policy_options)

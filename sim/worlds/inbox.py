@@ -86,6 +86,11 @@ class Inbox:
         self.waiter = self.env.event()
         return self.waiter
 
+    def wait_any(self) -> Any:
+        """An event fired at the next wake, closed or not (a KV transfer's end also wakes it)."""
+        self.waiter = self.env.event()
+        return self.waiter
+
     def take(self, now: float, aborts_only: bool = False) -> Inputs:
         """Inputs due by `now`; with aborts_only, requests due stay (and hold later aborts back)."""
         items = self.items

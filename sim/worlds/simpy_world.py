@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import simpy
-from schedsim.engine.loop import Engine
+from schedsim.engine.loop import Engine, PolicyStuckError
 from schedsim.engine.waits import (
     TIMELINE_KIND_OF_PHASE,
     CpuPhase,
@@ -31,12 +31,14 @@ from schedsim.engine.waits import (
     Sample,
     WaitArrival,
     WaitStep,
+    WaitTransfer,
 )
 from schedsim.metrics.column import Column
 from schedsim.metrics.recorder import KIND_CODES, MetricsRecorder
 from schedsim.worlds.executor import SimExecutor, SimStep
 from schedsim.worlds.inbox import Inbox
 from schedsim.worlds.inputs import InputStream
+from schedsim.worlds.kv_port import KVTransferPort
 
 # each CPU phase's timeline kind code
 PHASE_CODES = {phase: KIND_CODES[kind] for phase, kind in TIMELINE_KIND_OF_PHASE.items()}
@@ -80,6 +82,8 @@ class SimWorld:
         self.finished = False
         # answers a Jump: steps fast-forwarded in closed form (schedsim.fastforward), or none
         self.jump = jump
+        # a side of a prefill/decode pair: the cluster's KV transfers (None: no transfers)
+        self.kv_port: KVTransferPort | None = None
 
     def clock(self) -> float:
         """The engine thread's current time (for the metrics recorder)."""
@@ -155,6 +159,8 @@ class SimWorld:
                 yield from self._sleep(t)
                 self.cpu_now = t
                 value = self.executor.collect(h)
+                if self.kv_port is not None:
+                    self.kv_port.deliver(value, h.end)
             elif isinstance(wait, PollInputs):
                 if self.inbox is not None:
                     yield from self._sync(self.cpu_now)
@@ -181,6 +187,25 @@ class SimWorld:
                     yield from self._sync(t)
                     self.cpu_now = t
                     value = inbox.take(t)
+            elif isinstance(wait, WaitTransfer):
+                port, box = self.kv_port, self.inbox
+                if port is None or box is None:
+                    raise RuntimeError("a policy has KV transfers in flight outside a prefill/decode cluster")
+                while True:  # until a transfer of this replica ends or the router sends something
+                    yield from self._sync(self.cpu_now)
+                    if port.ready(self.cpu_now) or box.next_pending() is not None:
+                        break
+                    if not port.busy():
+                        raise PolicyStuckError(
+                            f"policy {type(self.engine.policy).__name__} waits for KV transfers "
+                            "the cluster never started"
+                        )
+                    yield box.wait_any()
+                    if self.env.now > self.cpu_now:
+                        self.cpu_now = self.env.now
+                if self.cpu_now > until:
+                    return
+                value = box.take(self.cpu_now)
             elif isinstance(wait, WaitArrival):
                 due = self.inputs.next_time()
                 if due is not None:
@@ -200,6 +225,8 @@ class SimWorld:
             raise RuntimeError("a step was launched before the held sample ahead of it")
         h.ready = self.cpu_now
         h.start = start = h.ready if h.ready > self.gpu_free else self.gpu_free
+        if self.kv_port is not None:
+            self.kv_port.on_launch(wait.plan, h.ready, start)
         forward_end = start + h.gpu_time
         if self.metrics is not None and h.gpu_time > 0:
             self.metrics.add_interval("gpu", "forward", start, forward_end, h.step)

@@ -103,3 +103,47 @@ def test_compare_and_sweep_take_the_cluster_keys(tmp_path: Path) -> None:
     assert out.returncode == 0, out.stderr
     files = sorted(p.name for p in (tmp_path / "s").iterdir())
     assert any(name.endswith(".parquet") for name in files), files
+
+
+def test_a_disaggregated_run_writes_the_transfers_and_goodput(tmp_path: Path) -> None:
+    args = ["run", "--pd", "1:2", "--interconnect", "ib-200g", "--slo-ttft-ms", "200", "--slo-tpot-ms", "50"]
+    out = cli(
+        *args,
+        "--max-requests",
+        "20",
+        "--rate",
+        "6",
+        "--no-plots",
+        "--no-progress",
+        "--out",
+        "o",
+        cwd=tmp_path,
+    )
+    assert out.returncode == 0, out.stderr
+    transfers = pd.read_parquet(tmp_path / "o" / "transfers.parquet")
+    assert len(transfers) == 20 and set(transfers["link"]) == {"ib-200g"}
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["kv_bytes_transferred"] == int(transfers["bytes"].sum())
+    assert summary["num_prefill_replicas"] == 1 and summary["num_decode_replicas"] == 2
+    assert 0 < summary["request_goodput"] <= summary["request_throughput"]
+    bad = cli("run", "--pd", "1:1", "--policy", "orca", "--max-requests", "5", "--out", "b", cwd=tmp_path)
+    assert bad.returncode != 0 and "SupportsKVTransfer" in bad.stderr
+
+
+def test_compare_and_sweep_take_the_pd_keys(tmp_path: Path) -> None:
+    (tmp_path / "pd.toml").write_text('pd = "1:1"\ninterconnect = "eth-100g"\ndecode_router = "least-kv"\n')
+    out = cli(
+        "compare", "--variant", "pd.toml", "--max-requests", "20", "--rate", "6", "--slo-ttft-ms", "300",
+        "--no-plots", "--no-progress", "--out", "c", cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    table = pd.read_parquet(tmp_path / "c" / "compare.parquet")
+    assert list(table["label"]) == ["vllm-async", "pd"]
+    assert (tmp_path / "c" / "pd" / "transfers.parquet").exists()
+    out = cli(
+        "sweep", "--grid", "pd=1:1,1:2", "--grid", "interconnect=ib-400g,eth-100g", "--max-requests", "16",
+        "--rate", "6", "--workers", "1", "--no-progress", "--out", "s", cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    runs = pd.read_parquet(next(p for p in (tmp_path / "s").iterdir() if p.suffix == ".parquet"))
+    assert len(runs) == 4 and set(runs["pd"]) == {"1:1", "1:2"}
