@@ -288,20 +288,26 @@ class BasePolicy:
 
     def _append_tokens(self, req: Request, tokens: list[int]) -> RequestOutput | None:
         """Append tokens one by one with stop checks (length first, then EOS / stop ids)."""
-        new: list[int] = []
+        outs = req.output_token_ids
         status = None
+        n = 0
         for tok in tokens:
-            req.output_token_ids.append(tok)
-            new.append(tok)
+            outs.append(tok)
+            n += 1
             status = self._check_stop(req, tok)
             if status is not None:
                 break
+        new = tokens if n == len(tokens) else tokens[:n]  # the sampled list itself when whole
         if req.num_output_placeholders and status is not None:
             req.num_output_placeholders = 0
         if status is not None:
             self._on_stop(req, status)
-        if self.config.enable_prefix_caching and req.request_id in self.kv.req_to_blocks:
-            self.kv.cache_blocks(req, req.num_computed_tokens - req.num_in_flight_tokens)
+        kv = self.kv
+        if kv.enable_caching:  # publish blocks the update completed (cache_blocks' own no-op test first)
+            done = req.num_computed_tokens - req.num_in_flight_tokens
+            rid = req.request_id
+            if done // kv.block_size > kv.num_cached_block.get(rid, 0) and rid in kv.req_to_blocks:
+                kv.cache_blocks(req, done)
         return RequestOutput(req.request_id, new, status)
 
     def max_new_tokens(self, req: Request) -> int:

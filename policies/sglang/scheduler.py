@@ -135,7 +135,9 @@ class SGLangOverlapPolicy(BasePolicy):
     def _merge_last_batch(self) -> None:
         """The last prefill batch joins the running batch (minus the chunked and finished requests)."""
         reqs, self.last_extend_reqs = self.last_extend_reqs, []
-        if reqs and not self.running:
+        if not reqs:
+            return
+        if not self.running:
             self.batch_is_full = False  # the extend batch object becomes the running batch
         present = {id(r) for r in self.running}  # mixed batches' decodes are already running
         for req in reqs:

@@ -77,24 +77,26 @@ class HeadOfLineTracker:
             return
         lo, hi = self.lo, self.hi
         wait = self.waiting[lo:hi]
-        prompt = self.prompt[lo:hi]
         free_tokens = int((1.0 - kv_usage) * self.usable + 1e-9) * self.block_size
-        if self.chunked:
-            fits = wait & (np.minimum(prompt, budget) <= free_tokens)
+        # who fits: with chunked prefill a first chunk of min(prompt, budget) tokens needs free
+        # KV (everyone fits when the budget does), without it the whole prompt needs both
+        if self.chunked and budget <= free_tokens:
+            fits = wait.copy()
         else:
-            fits = wait & (prompt <= budget) & (prompt <= free_tokens)
+            limit = free_tokens if self.chunked else min(budget, free_tokens)
+            fits = wait & (self.prompt[lo:hi] <= limit)
         if not self.preempted:  # the head of the queue is the blocker, not blocked behind one
             fits[self._head(wait, lo)] = False
-        hit = np.flatnonzero(fits)
+        hit = fits.nonzero()[0]  # the array methods: numpy's module functions add a Python call
         if len(hit):
             self.pending = hit + lo
 
     def _head(self, wait: np.ndarray, lo: int) -> int:
         """Window offset of the first request in queue order."""
         if not self.priority:
-            return int(np.argmax(wait))
+            return int(wait.argmax())
         prio = np.where(wait, self.prio[lo : lo + len(wait)], np.iinfo(np.int64).max)
-        return int(np.argmin(prio))  # ties: the earliest arrival (argmin takes the first)
+        return int(prio.argmin())  # ties: the earliest arrival (argmin takes the first)
 
     def per_request(self) -> np.ndarray:
         """HOL seconds in workload order."""

@@ -32,8 +32,11 @@ class RunLengths:
         return sum(self.counts.array()) + self.last_count
 
     def append(self, x: float) -> None:
-        """One sample."""
-        self.append_run(x, 1)
+        """One sample (the usual case, extending the open run, without a second call)."""
+        if x == self.last:
+            self.last_count += 1
+        else:
+            self.append_run(x, 1)
 
     def append_run(self, x: float, count: int) -> None:
         """`count` equal samples (none: no effect, so runs are the maximal runs of equal samples)."""
