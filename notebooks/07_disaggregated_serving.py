@@ -21,9 +21,10 @@
 #   prefills on one, the decode replica loads its KV over the interconnect
 #   (`WAITING_FOR_REMOTE_KVS`), recomputes the last prompt token and decodes.
 #
-# The measure is DistServe's: **SLO attainment**, the share of requests whose TTFT and TPOT both
+# The measures are DistServe's: **SLO attainment**, the share of requests whose TTFT and TPOT both
 # meet their SLO, and **per-GPU goodput**, the highest request rate per GPU at which at least
-# `TARGET` of the requests do. Three questions, each answered from the tables below: how
+# `TARGET` of the requests do. Beside them, the goodput curve at each rate: requests per second per
+# GPU that meet both SLOs (vLLM's `--goodput`, the summary's `request_goodput`). Three questions, each answered from the tables below: how
 # attainment falls with the rate for each layout, which `P:D` split serves the most, and how that
 # answer moves with the KV transfer bandwidth.
 
@@ -53,7 +54,13 @@ LINKS = (
 pd.set_option("display.width", 160)
 workload = head(load_workload("azure-conv-2023"), N_REQUESTS)
 base = RunConfig(
-    trace="azure-conv-2023", max_requests=N_REQUESTS, policy="vllm", router="least-outstanding", seed=0
+    trace="azure-conv-2023",
+    max_requests=N_REQUESTS,
+    policy="vllm",
+    router="least-outstanding",
+    slo_ttft_ms=SLO_TTFT_MS,
+    slo_tpot_ms=SLO_TPOT_MS,
+    seed=0,
 )
 print(
     f"{len(workload)} requests of the Azure conversation trace on {GPUS} GPUs ({base.model} on {base.gpu}); "
@@ -83,6 +90,7 @@ def run(rate_per_gpu: float, layout: str, link: str = "ib-400g") -> dict:
         "layout": layout,
         "link": link,
         "attainment": float(meets.mean()),
+        "goodput_per_gpu": r.summary["request_goodput"] / GPUS,
         "ttft_ok": float((done & (q["ttft"] * 1e3 <= SLO_TTFT_MS)).mean()),
         "tpot_ok": float((done & ((q["tpot"] * 1e3 <= SLO_TPOT_MS) | q["tpot"].isna())).mean()),
         "p90_ttft_ms": float(q["ttft"].quantile(0.9) * 1e3),
@@ -112,11 +120,17 @@ attainment.round(3)
 by_rate.set_index(["rate_per_gpu", "layout"])[["ttft_ok", "tpot_ok", "p90_ttft_ms", "p90_tpot_ms"]].round(2)
 
 # %%
-ax = attainment.plot(marker="o", figsize=(6, 3.5))
+goodput_curves = by_rate.pivot(index="rate_per_gpu", columns="layout", values="goodput_per_gpu")[LAYOUTS]
+fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 3.5))
+attainment.plot(ax=ax, marker="o")
 ax.axhline(TARGET, color="grey", lw=0.8, ls="--")
 ax.set_xlabel("request rate per GPU (req/s)")
 ax.set_ylabel("SLO attainment")
 ax.set_title(f"{GPUS} GPUs; TTFT <= {SLO_TTFT_MS:.0f} ms and TPOT <= {SLO_TPOT_MS:.0f} ms")
+goodput_curves.plot(ax=ax2, marker="o")
+ax2.set_xlabel("request rate per GPU (req/s)")
+ax2.set_ylabel("goodput per GPU (req/s within both SLOs)")
+fig.tight_layout()
 
 # %% [markdown]
 # ## How the answer moves with the KV transfer bandwidth
