@@ -67,20 +67,24 @@ class BlockKeys:
         if ids is not None:
             return tuple(ids[start:end])
         bs = self.tokens_per_block
-        given = request.prompt_block_hashes
-        full = request.prompt_len // bs
+        first, last = start // bs, (end - 1) // bs
+        if first == last:  # inside one block: one range (every full-block key)
+            base = self._block_base(request, first)
+            return tuple(range(base + start, base + end))
         out: list[int] = []
-        pos = start
-        while pos < end:
-            idx = pos // bs
-            stop = min(end, (idx + 1) * bs)
-            if given is not None and idx < len(given) and idx < full:
-                base = STAND_IN_BASE + _mix(given[idx]) - idx * bs
-            else:
-                base = self._request_base(request.request_id)
-            out.extend(range(base + pos, base + stop))
-            pos = stop
+        for idx in range(first, last + 1):
+            base = self._block_base(request, idx)
+            out.extend(range(base + max(start, idx * bs), base + min(end, (idx + 1) * bs)))
         return tuple(out)
+
+    def _block_base(self, request: Request, idx: int) -> int:
+        """The stand-in of position 0 for block `idx`'s tokens: its trace hash's for a full prompt block
+        the trace gives, else the request's own."""
+        bs = self.tokens_per_block
+        given = request.prompt_block_hashes
+        if given is not None and idx < len(given) and idx < request.prompt_len // bs:
+            return STAND_IN_BASE + _mix(given[idx]) - idx * bs
+        return self._request_base(request.request_id)
 
     def _request_base(self, request_id: str) -> int:
         """Cached per live request (a blake2b digest per block would dominate)."""

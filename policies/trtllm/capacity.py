@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from .kv_accounting import KvAccounting, MaxUtilizationScheduledBlocks, NoEvictScheduledBlocks
+from .kv_cache_manager import PrefixReuseSummary
 from .prefix_aware import PrefixSkipper
 from .state import CAPACITY_WINDOW, LlmRequest
 
@@ -216,11 +217,17 @@ class CapacityScheduler:
         i = 0
         while i < end:
             req = reqs[i]
-            if not schedulable_with_disagg_exception(req) or skipper.beneficial_to_skip(req):
+            # prefix-aware skipping concerns first context chunks only: others never consult it
+            first_chunk = req.is_context_init_state and req.is_first_context_chunk
+            if not schedulable_with_disagg_exception(req) or (
+                first_chunk and skipper.beneficial_to_skip(req)
+            ):
                 i += 1
                 continue
-            if self._try_schedule(req, fitting, blocks, peft, skipper):
-                skipper.register_contributed_blocks(req)
+            summary = skipper.summary(req) if first_chunk else None
+            if self._try_schedule(req, fitting, blocks, peft, summary):
+                if first_chunk:
+                    skipper.register_contributed_blocks(req)
                 i += 1
                 continue
             victim = next(
@@ -244,12 +251,12 @@ class CapacityScheduler:
         fitting: list[LlmRequest],
         blocks: MaxUtilizationScheduledBlocks,
         peft: _PeftRound,
-        skipper: PrefixSkipper,
+        summary: PrefixReuseSummary | None,
     ) -> bool:
         """Predict-then-commit: a failed probe leaves no trace, so retries never double-count."""
         if len(fitting) >= self.max_num_requests:
             return False
-        total = blocks.prepare_blocks_if_schedulable(req, skipper.summary(req))
+        total = blocks.prepare_blocks_if_schedulable(req, summary)
         if total is None or not peft.fits(req):
             return False
         peft.claim(req)

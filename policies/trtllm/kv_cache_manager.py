@@ -359,4 +359,5 @@ class KVCacheManager:
                 f"block {block.block_id}: its tree node holds another block"
             )
         assert len(self.free_queue) + len(refs) == self.num_blocks, "KV blocks not conserved"
+        self.tree.check_index()
         assert self.seq_block_ids.keys() == self.seq_blocks.keys(), "block id tables differ"

@@ -343,8 +343,10 @@ class TrtllmPolicy:
             new_tokens, finish = append_tokens(req, sampled[: accepted + 1], self.config.max_model_len)
             if finish is None and req.is_context_only_request:
                 finish = RequestStatus.FINISHED_LENGTH_CAPPED  # the context phase is all it runs
-            req.draft_tokens = []
-            req.request.spec_token_ids = []
+            if req.draft_tokens:  # most steps carry no drafts: keep the empty lists
+                req.draft_tokens = []
+            if req.request.spec_token_ids:
+                req.request.spec_token_ids = []
             if rid in result.draft_token_ids and finish is None:
                 self.update_draft_token_ids({rid: result.draft_token_ids[rid]})
             outputs.append(RequestOutput(rid, new_tokens, finish))

@@ -35,16 +35,49 @@ class KVCacheBlock:
 
 
 class LookupNode:
-    """A position in the tree: the key of a block given the blocks before it."""
+    """A position in the tree: the key of a block given the blocks before it.
 
-    __slots__ = ("key", "parent", "children", "block")
+    `by_first_token` indexes the children by their key's first token, each list in `children`'
+    order: only those children share a prefix with a key, so a partial match reads only them. It is
+    built at the node's first partial match (most nodes never see one) and kept in step after.
+    """
+
+    __slots__ = ("key", "parent", "children", "by_first_token", "block")
 
     def __init__(self, key: BlockKey, parent: LookupNode | None) -> None:
         """An empty node under `parent` (the root has none)."""
         self.key = key
         self.parent = parent
         self.children: dict[BlockKey, LookupNode] = {}
+        self.by_first_token: dict[int, list[LookupNode]] | None = None
         self.block: KVCacheBlock | None = None
+
+    def add_child(self, key: BlockKey) -> LookupNode:
+        """A new empty child under `key` (not empty), last in both orders."""
+        child = self.children[key] = LookupNode(key, self)
+        index = self.by_first_token
+        if index is not None:
+            index.setdefault(key[0], []).append(child)
+        return child
+
+    def remove_child(self, key: BlockKey) -> None:
+        """The child under `key` leaves the tree."""
+        child = self.children.pop(key)
+        index = self.by_first_token
+        if index is not None:
+            siblings = index[key[0]]
+            siblings.remove(child)
+            if not siblings:
+                del index[key[0]]
+
+    def children_starting_with(self, token: int) -> list[LookupNode]:
+        """The children whose key starts with `token`, in `children`' order."""
+        index = self.by_first_token
+        if index is None:
+            index = self.by_first_token = {}
+            for key, child in self.children.items():
+                index.setdefault(key[0], []).append(child)
+        return index.get(token, [])
 
     def clear_block(self) -> None:
         """Drop the node's block; nodes left empty and childless leave the tree, upwards."""
@@ -52,7 +85,7 @@ class LookupNode:
         node = self
         parent = node.parent
         while parent is not None and node.block is None and not node.children:
-            del parent.children[node.key]
+            parent.remove_child(node.key)
             node, parent = parent, parent.parent
 
 
@@ -93,10 +126,8 @@ class RadixTree:
         if not partial_reuse:
             return False, 0, None
         best: list[tuple[int, int, LookupNode]] = []
-        for order, (child_key, child) in enumerate(node.children.items()):
-            shared = _common_prefix(child_key, key)
-            if shared > 0:
-                best.append((-shared, order, child))
+        for order, child in enumerate(node.children_starting_with(key[0])):
+            best.append((-_common_prefix(child.key, key), order, child))
         best.sort(key=lambda m: (m[0], m[1]))
         for neg_shared, _, child in best:
             block = child.block
@@ -150,7 +181,7 @@ class RadixTree:
             block.is_full = len(key) == tokens_per_block
             child = node.children.get(key)
             if child is None:
-                child = node.children[key] = LookupNode(key, node)
+                child = node.add_child(key)
             if child.block is None:
                 child.block = block
                 block.node = child
@@ -186,3 +217,16 @@ class RadixTree:
             n += node.block is not None
             stack.extend(node.children.values())
         return n
+
+    def check_index(self) -> None:
+        """Every node's first-token index (where built) lists exactly its children, in their order."""
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            grouped: dict[int, list[LookupNode]] = {}
+            for key, child in node.children.items():
+                assert key and child.key == key and child.parent is node, f"tree node under {key} misplaced"
+                grouped.setdefault(key[0], []).append(child)
+            index = node.by_first_token
+            assert index is None or grouped == index, f"first-token index of node {node.key} differs"
+            stack.extend(node.children.values())
