@@ -12,12 +12,10 @@ import warnings
 from collections.abc import Callable
 from typing import TextIO
 
+from schedsim.cli.exit_codes import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE
 from schedsim.outputs.folder import OutputFolderError
 from schedsim.run.toml_config import ConfigError
 from schedsim.traces import TraceError, TraceWarning
-
-EXIT_BAD_INPUT = 2
-EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE
 
 USER_ERRORS = (ConfigError, TraceError, OutputFolderError)
 

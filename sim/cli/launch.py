@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-EXIT_INTERRUPTED = 130  # 128 + SIGINT
+from schedsim.cli.exit_codes import EXIT_INTERRUPTED
 
 
 def main() -> int:

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from schedsim.cli import compare, conformance, latency, listings, run, sweep, trace, validate
 from schedsim.cli.errors import guarded
-from schedsim.cli.launch import EXIT_INTERRUPTED
+from schedsim.cli.exit_codes import EXIT_INTERRUPTED
 
 
 def build_parser() -> argparse.ArgumentParser:

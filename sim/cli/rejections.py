@@ -8,9 +8,9 @@ import os
 import sys
 from collections.abc import Sequence
 
+from schedsim.cli.exit_codes import EXIT_STRICT
 from schedsim.run.rejections import Rejections
 
-EXIT_STRICT = 3  # the run finished, but --strict refuses its rejected requests
 RED, RESET = "\033[31m", "\033[0m"
 
 

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from schedsim.cli.exit_codes import EXIT_STRICT
 from schedsim.cli.main import main
-from schedsim.cli.rejections import EXIT_STRICT, report_rejections
+from schedsim.cli.rejections import report_rejections
 from schedsim.run.rejections import Rejections
 
 pytestmark = pytest.mark.pure_python
