@@ -12,7 +12,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -282,24 +282,15 @@ def _cluster_result(
     assigned = np.full(len(prep), -1, dtype=np.int64)
     assigned[routing["row"].to_numpy()] = routing["replica"].to_numpy()
     requests = merged_requests([r.requests for r in results], assigned)
-    steps = stacked([r.steps for r in results])
-    timeline = stacked([r.timeline for r in results])
-    itl = stacked([r.itl for r in results if r.itl is not None]) if cfg.record_itl else None
-    slo = Slo(cfg.slo_ttft_ms, cfg.slo_tpot_ms, cfg.slo_e2el_ms)
-    every_gap = (np.concatenate([g[0] for g in gaps]), np.concatenate([g[1] for g in gaps]))
-    summary = summarize(requests, steps, timeline.iloc[:0], every_gap, slo, wall)
-    summary.update(busy_totals([r.summary for r in results]))
-    summary.update(_engine_figures(summary, results))
-    summary.update(_cluster_summary(cfg, routing, results))
-    config = cfg.to_dict() | {"replica_configs": [r.config for r in results]}
-    own = [_own_requests(r, assigned == i, gaps[i], slo, wall) for i, r in enumerate(results)]
+    fleet = _fleet(cfg, requests, routing, results, gaps, wall)
+    own = [_own_requests(r, assigned == i, gaps[i], fleet.slo, wall) for i, r in enumerate(results)]
     return ClusterResult(
         requests,
-        steps,
-        timeline,
-        summary,
-        config,
-        itl,
+        fleet.steps,
+        fleet.timeline,
+        fleet.summary,
+        fleet.config,
+        fleet.itl,
         routing=routing,
         load=load_table(process.log),
         replicas=own,
@@ -327,6 +318,50 @@ def _pd_result(
     decode[decode_routing["row"].to_numpy()] = decode_routing["replica"].to_numpy()
     first_in = np.asarray(handoff.first_token_in, dtype=bool)[np.maximum(decode, 0)]
     requests = pd_requests([r.requests for r in results], prefill, decode, first_in)
+    fleet = _fleet(cfg, requests, routing, results, gaps, wall)
+    fleet.summary["router"] = [cfg.prefill_router or cfg.router, cfg.decode_router or cfg.router]
+    transfers = transfers_table(hub.log)
+    num_prefill = len(process.pool)
+    fleet.summary.update(pd_summary(transfers, num_prefill, len(handoff.pool), cfg.interconnect))
+    own = [
+        _own_requests(r, (prefill if i < num_prefill else decode) == i, gaps[i], fleet.slo, wall)
+        for i, r in enumerate(results)
+    ]
+    load = _by_time(load_table(process.log), load_table(handoff.log))
+    return ClusterResult(
+        requests,
+        fleet.steps,
+        fleet.timeline,
+        fleet.summary,
+        fleet.config,
+        fleet.itl,
+        routing=routing,
+        load=load,
+        replicas=own,
+        transfers=transfers,
+    )
+
+
+class FleetTables(NamedTuple):
+    """The tables and summary every fleet result has, merged over its replicas."""
+
+    steps: pd.DataFrame
+    timeline: pd.DataFrame
+    itl: pd.DataFrame | None
+    slo: Slo
+    summary: dict[str, Any]
+    config: dict[str, Any]
+
+
+def _fleet(
+    cfg: RunConfig,
+    requests: pd.DataFrame,
+    routing: pd.DataFrame,
+    results: list[RunResult],
+    gaps: list[tuple[np.ndarray, np.ndarray]],
+    wall: float,
+) -> FleetTables:
+    """The replicas' steps, timelines and ITL stacked; the summary over the merged requests."""
     steps = stacked([r.steps for r in results])
     timeline = stacked([r.timeline for r in results])
     itl = stacked([r.itl for r in results if r.itl is not None]) if cfg.record_itl else None
@@ -336,28 +371,8 @@ def _pd_result(
     summary.update(busy_totals([r.summary for r in results]))
     summary.update(_engine_figures(summary, results))
     summary.update(_cluster_summary(cfg, routing, results))
-    summary["router"] = [cfg.prefill_router or cfg.router, cfg.decode_router or cfg.router]
-    transfers = transfers_table(hub.log)
-    num_prefill = len(process.pool)
-    summary.update(pd_summary(transfers, num_prefill, len(handoff.pool), cfg.interconnect))
     config = cfg.to_dict() | {"replica_configs": [r.config for r in results]}
-    own = [
-        _own_requests(r, (prefill if i < num_prefill else decode) == i, gaps[i], slo, wall)
-        for i, r in enumerate(results)
-    ]
-    load = _by_time(load_table(process.log), load_table(handoff.log))
-    return ClusterResult(
-        requests,
-        steps,
-        timeline,
-        summary,
-        config,
-        itl,
-        routing=routing,
-        load=load,
-        replicas=own,
-        transfers=transfers,
-    )
+    return FleetTables(steps, timeline, itl, slo, summary, config)
 
 
 def _by_time(prefill: pd.DataFrame, decode: pd.DataFrame) -> pd.DataFrame:
