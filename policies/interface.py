@@ -137,6 +137,10 @@ class SupportsKVTransfer(Protocol):
     def has_kv_transfers_in_flight(self) -> bool:
         """A load or send is outstanding, so an idle engine must wait for its end, not stop."""
 
+    def decode_takes_prefill_token(self) -> bool:
+        """The decode side continues from the prefill's first token (TensorRT-LLM's first_gen_tokens)
+        instead of recomputing the last prompt token and sampling it again (vLLM)."""
+
 
 @runtime_checkable
 class Executor(Protocol):

@@ -202,6 +202,10 @@ class TrtllmPolicy:
         """A KV receive or send has not ended (SupportsKVTransfer): an idle engine waits for it."""
         return self.transceiver.has_transfers_in_flight()
 
+    def decode_takes_prefill_token(self) -> bool:
+        """A generation-only request starts from the context phase's token (first_gen_tokens)."""
+        return True
+
     def has_unfinished_requests(self) -> bool:
         """Anything still queued, active or paused."""
         return bool(self.active) or bool(self.waiting)

@@ -754,6 +754,10 @@ class Scheduler:
         num_running, num_waiting = self.get_request_counts()
         return len(self.requests) > num_running + num_waiting
 
+    def decode_takes_prefill_token(self) -> bool:
+        """The decode side recomputes the last prompt token and samples the first token itself."""
+        return False
+
     def has_kv_transfers_in_flight(self) -> bool:
         """SupportsKVTransfer: a load (WAITING_FOR_REMOTE_KVS, not yet ended) or a send (blocks
         held by a finished request) is outstanding."""

@@ -36,7 +36,6 @@ from schedsim.latency.specs import get_model_spec
 from schedsim.metrics.summary import Slo, summarize
 from schedsim.policies import KVTransferParams, Request, SupportsKVTransfer, get_policy_info
 from schedsim.policies.routers import RouteRequest, make_router
-from schedsim.policies.trtllm.policy import TrtllmPolicy
 from schedsim.run.config import RunConfig
 from schedsim.run.resolve import resolve_run
 from schedsim.run.result import RunResult
@@ -154,7 +153,7 @@ def simulate_cluster(
             build,
             process,
             cfg.scrape_interval_s <= 0,
-            [isinstance(run.policy, TrtllmPolicy) for run in runs],
+            [_takes_prefill_token(run.policy) for run in runs],
         )
         handoff.prefill_requests = prefill_requests
         hub = _transfer_hub(cfg, env, configs, handoff, prep)
@@ -173,6 +172,11 @@ def simulate_cluster(
     if handoff is not None and hub is not None:
         return _pd_result(cfg, prep, process, handoff, hub, results, _itl_gaps(runs), wall)
     return _cluster_result(cfg, prep, process, results, _itl_gaps(runs), wall)
+
+
+def _takes_prefill_token(policy: object) -> bool:
+    """Whether a decode replica's engine continues from the prefill's first token."""
+    return isinstance(policy, SupportsKVTransfer) and policy.decode_takes_prefill_token()
 
 
 def _pool_config(rcfg: RunConfig, prefill: bool) -> RunConfig:

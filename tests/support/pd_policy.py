@@ -90,6 +90,9 @@ class PDFcfs:
     def has_kv_transfers_in_flight(self) -> bool:
         return bool(self.loading or self.sending)
 
+    def decode_takes_prefill_token(self) -> bool:
+        return False
+
     def schedule(self) -> StepPlan:
         plan = StepPlan(step_id=self.step_id)
         self.step_id += 1

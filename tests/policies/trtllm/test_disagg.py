@@ -40,7 +40,7 @@ def outs(outputs: list[RequestOutput]) -> list[tuple[str, list[int], RequestStat
 @pytest.mark.parametrize("name", KV_AWARE)
 def test_generation_only_receives_then_generates(name):
     p = policy(name)
-    assert isinstance(p, SupportsKVTransfer)
+    assert isinstance(p, SupportsKVTransfer) and p.decode_takes_prefill_token()
     p.add_request(generation_only("G", 40, 4))
     assert state(p) == {} and not p.has_kv_transfers_in_flight()
 

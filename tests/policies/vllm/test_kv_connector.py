@@ -334,6 +334,7 @@ def test_kv_config_is_validated_naming_the_field():
         plain.add_request(_decode_req("d", 40))
     assert plain.connector is None and not plain.has_kv_transfers_in_flight()
     assert isinstance(_policy(), SupportsKVTransfer) and isinstance(_policy("vllm-async"), SupportsKVTransfer)
+    assert not _policy().decode_takes_prefill_token()  # the decode side samples the first token again
 
 
 def test_outputs_are_request_outputs():
