@@ -48,19 +48,12 @@ BUDGET = 4096
 def saturated_workload(max_requests: int | None = None) -> pd.DataFrame:
     """The Azure conversation trace with prompt + output cut to 4,096 tokens (Vidur's rule: at
     least one token each, the excess taken from both in proportion, rounded up)."""
-    from schedsim.traces import load_workload
+    from schedsim.traces import cap_tokens, load_workload
 
     df = load_workload("azure-conv-2023")
     if max_requests is not None:
         df = df.iloc[:max_requests]
-    df = df.copy()
-    prompt = np.maximum(df["prompt_tokens"].to_numpy(np.int64), 1)
-    output = np.maximum(df["output_tokens"].to_numpy(np.int64), 1)
-    total = prompt + output
-    excess = np.maximum(total - MAX_TOKENS, 0)
-    df["prompt_tokens"] = prompt - np.ceil(excess * prompt / total).astype(np.int64)
-    df["output_tokens"] = output - np.ceil(excess * output / total).astype(np.int64)
-    return df
+    return cap_tokens(df, MAX_TOKENS)
 
 
 def saturated_config(policy: str, engine: str = "auto", **kw: Any) -> Any:

@@ -22,6 +22,7 @@ from .sources import DEFAULT_TRACE, SHIPPED, shipped_path, sniff_format
 from .spec import ClassSpec, WorkloadSpec, spec_from_dict
 from .stats import TraceStats, plot_workload, trace_stats
 from .transforms import (
+    cap_tokens,
     concat,
     filter_rows,
     head,
@@ -50,6 +51,7 @@ __all__ = [
     "WorkloadSpec",
     "arrival_times",
     "block_hashes_at",
+    "cap_tokens",
     "concat",
     "filter_rows",
     "generate_workload",

@@ -63,6 +63,21 @@ def head(workload: pd.DataFrame, n: int) -> pd.DataFrame:
     return _keep_attrs(workload.head(n).reset_index(drop=True), workload, f"head({n})")
 
 
+def cap_tokens(workload: pd.DataFrame, max_tokens: int) -> pd.DataFrame:
+    """Prompt + output cut to `max_tokens` (Vidur's max_tokens): each keeps at least one token and
+    the excess comes off both in proportion, rounded up."""
+    if max_tokens < 2:
+        raise TraceError(f"cap_tokens needs max_tokens >= 2, got {max_tokens}", field="max_tokens")
+    out = workload.copy()
+    prompt = np.maximum(out["prompt_tokens"].to_numpy(np.int64), 1)
+    output = np.maximum(out["output_tokens"].to_numpy(np.int64), 1)
+    total = prompt + output
+    excess = np.maximum(total - max_tokens, 0)
+    out["prompt_tokens"] = prompt - np.ceil(excess * prompt / total).astype(np.int64)
+    out["output_tokens"] = output - np.ceil(excess * output / total).astype(np.int64)
+    return _keep_attrs(out, workload, f"cap_tokens({max_tokens})")
+
+
 def window(workload: pd.DataFrame, start: float, end: float, rebase: bool = True) -> pd.DataFrame:
     """Requests arriving in [start, end) seconds; `rebase` moves the window start to time 0."""
     if not (0 <= start < end):

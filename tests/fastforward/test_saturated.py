@@ -5,11 +5,10 @@ saturated benchmark's configuration, bench/bench_saturated.py, scaled down to a 
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import pytest
 from schedsim import RunConfig
-from schedsim.traces import load_workload
+from schedsim.traces import cap_tokens, load_workload
 from support.fastforward import POLICIES, assert_same
 
 pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
@@ -18,16 +17,8 @@ MAX_TOKENS = 1024  # prompt + output, cut as the benchmark cuts the trace at 4,0
 
 
 def cut_trace(n: int, max_tokens: int) -> pd.DataFrame:
-    """The conversation trace's first n requests, prompt + output cut to max_tokens (each keeps at
-    least one token; the excess comes off both in proportion, rounded up)."""
-    df = load_workload("azure-conv-2023").iloc[:n].copy()
-    prompt = np.maximum(df["prompt_tokens"].to_numpy(np.int64), 1)
-    output = np.maximum(df["output_tokens"].to_numpy(np.int64), 1)
-    total = prompt + output
-    excess = np.maximum(total - max_tokens, 0)
-    df["prompt_tokens"] = prompt - np.ceil(excess * prompt / total).astype(np.int64)
-    df["output_tokens"] = output - np.ceil(excess * output / total).astype(np.int64)
-    return df
+    """The conversation trace's first n requests, prompt + output cut to max_tokens."""
+    return cap_tokens(load_workload("azure-conv-2023").iloc[:n], max_tokens)
 
 
 @pytest.mark.parametrize("policy", POLICIES)

@@ -87,3 +87,15 @@ def test_with_defaults_fills_every_optional_column(conv: pd.DataFrame) -> None:
     assert str(full["turn"].dtype) == "Int64"
     T.validate_workload(full)
     assert T.block_hashes_at(full, 16) == [None] * 4
+
+
+def test_cap_tokens_takes_the_excess_from_both_in_proportion(conv: pd.DataFrame) -> None:
+    rows = T.head(conv, 3).assign(prompt_tokens=[3000, 100, 4095], output_tokens=[2000, 50, 1])
+    capped = T.cap_tokens(rows, 4096)
+    # 904 over: ceil(904 * 3/5) = 543 off the prompt, ceil(904 * 2/5) = 362 off the output
+    assert capped["prompt_tokens"].tolist() == [2457, 100, 4095]
+    assert capped["output_tokens"].tolist() == [1638, 50, 1]
+    assert rows["prompt_tokens"].tolist() == [3000, 100, 4095]  # the input is not modified
+    assert capped.attrs["transforms"][-1] == "cap_tokens(4096)"
+    with pytest.raises(T.TraceError, match="max_tokens"):
+        T.cap_tokens(rows, 1)
