@@ -13,27 +13,25 @@ from schedsim.policies.routers import list_routers
 def add_parsers(sub: Any) -> None:
     """Register the listings."""
     p = sub.add_parser("policies", help="list registered policies (and those of --plugin modules)")
-    p.add_argument(
-        "--plugin",
-        dest="plugins",
-        nargs="*",
-        default=[],
-        metavar="MODULE",
-        help="modules to import first (their import registers policies)",
-    )
+    _plugin_argument(p, "policies")
     p.set_defaults(func=cmd_policies)
     p = sub.add_parser("routers", help="list registered cluster routers (and those of --plugin modules)")
-    p.add_argument(
-        "--plugin",
-        dest="plugins",
-        nargs="*",
-        default=[],
-        metavar="MODULE",
-        help="modules to import first (their import registers routers)",
-    )
+    _plugin_argument(p, "routers")
     p.set_defaults(func=cmd_routers)
     sub.add_parser("models", help="list shipped model specs").set_defaults(func=cmd_models)
     sub.add_parser("gpus", help="list shipped GPU specs").set_defaults(func=cmd_gpus)
+
+
+def _plugin_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    """--plugin MODULE...: imported first, so the listing shows what they register."""
+    parser.add_argument(
+        "--plugin",
+        dest="plugins",
+        nargs="*",
+        default=[],
+        metavar="MODULE",
+        help=f"modules to import first (their import registers {what})",
+    )
 
 
 def cmd_policies(args: argparse.Namespace) -> int:

@@ -288,13 +288,8 @@ def _cluster_result(
     requests = merged_requests([r.requests for r in results], assigned)
     fleet = _fleet(cfg, requests, routing, results, gaps, wall)
     own = [_own_requests(r, assigned == i, gaps[i], fleet.slo, wall) for i, r in enumerate(results)]
-    return ClusterResult(
+    return fleet.result(
         requests,
-        fleet.steps,
-        fleet.timeline,
-        fleet.summary,
-        fleet.config,
-        fleet.itl,
         routing=routing,
         load=load_table(process.log),
         replicas=own,
@@ -332,13 +327,8 @@ def _pd_result(
         for i, r in enumerate(results)
     ]
     load = _by_time(load_table(process.log), load_table(handoff.log))
-    return ClusterResult(
+    return fleet.result(
         requests,
-        fleet.steps,
-        fleet.timeline,
-        fleet.summary,
-        fleet.config,
-        fleet.itl,
         routing=routing,
         load=load,
         replicas=own,
@@ -355,6 +345,12 @@ class FleetTables(NamedTuple):
     slo: Slo
     summary: dict[str, Any]
     config: dict[str, Any]
+
+    def result(self, requests: pd.DataFrame, **cluster_tables: Any) -> ClusterResult:
+        """The fleet's ClusterResult: these tables, the merged requests and the cluster's own."""
+        return ClusterResult(
+            requests, self.steps, self.timeline, self.summary, self.config, self.itl, **cluster_tables
+        )
 
 
 def _fleet(
