@@ -93,7 +93,7 @@ class FastForward:
         if metrics is not None and (metrics.hol.count or metrics.hol.pending is not None):
             return 0
         executor: SimExecutor = world.executor
-        oracle, nxt, lag = executor.oracle, executor.next_position, world.engine.depth - 1
+        oracle, workers, lag = executor.oracle, executor.workers, world.engine.depth - 1
         scheduled: dict[str, int] = {}
         sampled: dict[str, list[int]] | None = None
         if prev is not None:
@@ -113,7 +113,8 @@ class FastForward:
         for r in reqs:
             rid = r.request_id
             out = len(r.output_token_ids)
-            if nxt.get(rid) != out + lag or (kv_fail and rid in kv_fail):
+            w = workers.get(rid)
+            if w is None or w.position != out + lag or (kv_fail and rid in kv_fail):
                 return 0
             if sampled is not None:
                 toks = sampled.get(rid)
@@ -156,15 +157,15 @@ class FastForward:
                 in_flight.append(row.pop())
                 row.insert(0, first[reqs[j].request_id][0])
                 delivered.append(row)
-        nxt = executor.next_position
+        workers = executor.workers
         for rid in hooks.reported_finished_ids():  # the first plan reports them: the worker forgets them
             oracle.forget(rid)
-            nxt.pop(rid, None)
+            workers.pop(rid, None)
         usage = hooks.advance(reqs, k, delivered, skipped)
         for r in reqs:
-            nxt[r.request_id] += k
+            workers[r.request_id].position += k
         for r in skipped:
-            nxt[r.request_id] -= 1  # not in the last launch
+            workers[r.request_id].position -= 1  # not in the last launch
         engine.num_launched += k
         engine.idle_empty_plans = 0  # what the loop records after a non-empty plan
         world.cpu_now = times.update[-1]

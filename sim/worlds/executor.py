@@ -21,12 +21,15 @@ adds the drafter's passes after sampling: one over the step's tokens plus one sl
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
+from mypy_extensions import i64
 from schedsim.latency.base import StepShape
 from schedsim.policies import Request, StepPlan, StepResult
 from schedsim.worlds.oracle import WorkloadOracle, synthetic_token, verifiable_drafts
+
+NO_TOKENS: Final[list[int]] = []  # a placeholder: _play gives every scheduled request its own list
 
 
 class SimStep:
@@ -55,6 +58,21 @@ class SimStep:
         self.ready, self.start, self.end = 0.0, math.nan, math.nan
 
 
+class RunnerState:
+    """What the model runner holds for a request it has run: the oracle's key and EOS position,
+    the request's fixed sampling rules, and its true next output position (no reference to the
+    Request: a finished one is only forgotten with the next plan, and must not be kept alive)."""
+
+    def __init__(self, req: Request, key: i64, last: int) -> None:
+        self.key: i64 = key
+        self.last = last  # output position of the EOS token
+        eos = req.eos_token_id
+        self.eos: i64 = eos if eos is not None else -1  # synthetic ids are >= 3: -1 matches none
+        self.stops_at_eos = eos is not None and not req.ignore_eos
+        self.plain = not req.stop_token_ids  # synthetic ids stand as drawn (no stop ids to avoid)
+        self.position = -1  # next output position; -1: taken from the next plan (KV rebuilt)
+
+
 class SimExecutor:
     """Executor protocol over a workload oracle and a latency model."""
 
@@ -68,10 +86,15 @@ class SimExecutor:
     ) -> None:
         self.oracle = oracle
         self.latency_model = latency_model
+        # plain decodes' step time from their count and context sum, where the model has it (its
+        # step_time routes such shapes there: the same float without the per-request shape)
+        self.decode_step_time: Callable[[int, int], float] | None = getattr(
+            latency_model, "decode_step_time", None
+        )
         self.propose_drafts = propose_drafts
         self.draft_latency_model = draft_latency_model  # the draft model's step times, or None
         self.num_spec_tokens = num_spec_tokens
-        self.next_position: dict[str, int] = {}  # request id -> next output position on the "worker"
+        self.workers: dict[str, RunnerState] = {}  # request id -> the runner's state of it
         # speculative requests: the launch that last sampled for them (the worker's drafts)
         self.last_sampled: dict[str, int] = {}
 
@@ -79,13 +102,22 @@ class SimExecutor:
         self, plan: StepPlan, requests: Mapping[str, Request], step: int = -1, defer_sampling: bool = False
     ) -> SimStep:
         """Compute the step's sampled tokens and shape now; the world times its completion."""
-        result = StepResult(step_id=plan.step_id)
+        # one entry per scheduled request, in plan order (the dict sized once, filled by _play)
+        result = StepResult(
+            step_id=plan.step_id, sampled_token_ids=dict.fromkeys(plan.num_scheduled_tokens, NO_TOKENS)
+        )
         handle = SimStep(step, plan, result, 0.0, defer_sampling=defer_sampling)
         if not plan.num_scheduled_tokens:
             return handle
         shape = StepShape()
-        self._play(plan, requests, result, shape, handle)
-        handle.gpu_time = float(self.latency_model.step_time(shape))
+        plain: list[int] = []  # the decodes' contexts, for a plan without drafts
+        ctx_sum = self._play(plan, requests, result, shape, plain, handle)
+        if self.decode_step_time is not None and not shape.prefills and not handle.num_spec_tokens:
+            handle.gpu_time = float(self.decode_step_time(handle.num_decode_reqs, ctx_sum))
+        else:
+            if plain:
+                shape.decodes = [(ctx, 0) for ctx in plain]
+            handle.gpu_time = float(self.latency_model.step_time(shape))
         if self.draft_latency_model is not None:
             handle.draft_time = self._draft_time(plan)
             handle.gpu_time += handle.draft_time
@@ -96,20 +128,26 @@ class SimExecutor:
         return handle.result
 
     def _reset_positions(self, plan: StepPlan) -> None:
-        """Forget worker state of finished requests and of those whose KV is rebuilt."""
+        """Forget worker state of finished (and newly admitted) requests; positions of those whose
+        KV is rebuilt come from their next plan."""
+        workers = self.workers
         for rid in plan.finished_req_ids:
             self.oracle.forget(rid)
             self.last_sampled.pop(rid, None)
-        nxt = self.next_position
-        for ids in (
-            plan.finished_req_ids,
-            plan.preempted_req_ids,
-            plan.paused_req_ids,
-            plan.new_req_ids,
-            plan.resumed_req_ids,
-        ):
+            workers.pop(rid, None)
+        for rid in plan.new_req_ids:
+            workers.pop(rid, None)
+        for ids in (plan.preempted_req_ids, plan.paused_req_ids, plan.resumed_req_ids):
             for rid in ids:
-                nxt.pop(rid, None)
+                w = workers.get(rid)
+                if w is not None:
+                    w.position = -1
+
+    def _worker(self, req: Request) -> RunnerState:
+        """The runner's state of a request, made on its first scheduled step."""
+        key, last = self.oracle.info[req.request_id]
+        w = self.workers[req.request_id] = RunnerState(req, key, last)
+        return w
 
     def _play(
         self,
@@ -117,26 +155,37 @@ class SimExecutor:
         requests: Mapping[str, Request],
         result: StepResult,
         shape: StepShape,
+        plain: list[int],
         h: SimStep,
-    ) -> None:
-        """Classify each scheduled request and sample its tokens (the simulator's hot loop)."""
+    ) -> int:
+        """Classify each scheduled request and sample its tokens (the simulator's hot loop); returns
+        the decodes' context sum. The decodes of a plan without drafts go to `plain` (their contexts)
+        instead of the shape: a step of plain decodes needs only their count and sum."""
         oracle, spec, ctxs = self.oracle, plan.spec_decode_tokens, plan.context_lens
         sampled, drafts = result.sampled_token_ids, result.draft_token_ids
         prefills, decodes = shape.prefills, shape.decodes
         check_kv = bool(oracle.kv_fail)
         self._reset_positions(plan)
-        nxt, token, info, span = self.next_position, oracle.token, oracle.info, oracle.span
+        workers, token, span, ids = self.workers, oracle.token, oracle.span, oracle.ids
         propose = self.propose_drafts
         step, last_sampled = h.step, self.last_sampled
-        pre_tok = dec_tok = spec_tok = 0
+        pre_tok = dec_tok = spec_tok = num_dec = ctx_sum = 0
         for rid, n in plan.num_scheduled_tokens.items():
             req = requests[rid]
+            w = workers.get(rid)
+            if w is None:
+                w = self._worker(req)
             ctx = ctxs[rid]
             k = len(spec[rid]) if spec and rid in spec else 0
             new = n - k
             prompt = req.prompt_len
             if new == 1 and (ctx >= prompt or k):
-                decodes.append((ctx, k))
+                if spec:
+                    decodes.append((ctx, k))
+                else:
+                    plain.append(ctx)
+                num_dec += 1
+                ctx_sum += ctx
                 dec_tok += n
                 spec_tok += k
             else:
@@ -146,8 +195,8 @@ class SimExecutor:
                 result.failed_kv_load_ids.add(rid)
                 sampled[rid] = []
                 continue
-            index = nxt.get(rid)
-            if index is None:  # new, resumed or still prefilling: position from the plan
+            index = w.position
+            if index < 0:  # new, resumed or still prefilling: position from the plan
                 end = ctx + new
                 if end < prompt + len(req.output_token_ids):
                     sampled[rid] = []  # a prefill chunk samples nothing
@@ -156,22 +205,20 @@ class SimExecutor:
             if k:
                 held = last_sampled.get(rid) == step - 1  # the worker kept drafts from the last batch
                 toks = oracle.sample(req, index, verifiable_drafts(spec[rid], held))
-            else:  # the common case, inlined: WorkloadOracle.token
-                key, last = info[rid]
-                eos = req.eos_token_id
-                if index == last and eos is not None and not req.ignore_eos:
-                    toks = [eos]
-                else:
-                    tok = synthetic_token(key, index, span)
-                    toks = [tok if tok != eos and not req.stop_token_ids else token(req, index)]
+            elif index == w.last and w.stops_at_eos:  # the common case, inlined: WorkloadOracle.token
+                toks = [w.eos]
+            else:
+                tok = synthetic_token(w.key, index, span)
+                toks = [ids[tok] if tok != w.eos and w.plain else token(req, index)]
             sampled[rid] = toks
-            nxt[rid] = index + len(toks)
+            w.position = index + len(toks)
             if req.num_spec_tokens:
                 last_sampled[rid] = step
                 if propose:
                     drafts[rid] = oracle.propose(req, index + len(toks) - 1)
-        h.num_prefill_reqs, h.num_decode_reqs = len(prefills), len(decodes)
+        h.num_prefill_reqs, h.num_decode_reqs = len(prefills), num_dec
         h.num_prefill_tokens, h.num_decode_tokens, h.num_spec_tokens = pre_tok, dec_tok, spec_tok
+        return ctx_sum
 
     def _draft_time(self, plan: StepPlan) -> float:
         """The draft model's passes after the step: every scheduled request's tokens plus one slot

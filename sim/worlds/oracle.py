@@ -94,7 +94,7 @@ class WorkloadOracle:
         self.span = vocab_size - 3
         self.kv_fail: set[str] = set(kv_load_failures)
         # one int object per token id: rows reference them instead of boxing a new int per token
-        self._ids: list[Any] = list(range(vocab_size))
+        self.ids: list[Any] = list(range(vocab_size))
 
     def add(self, request_id: str, target_output_tokens: int) -> None:
         """Register a request and the number of tokens after which it emits EOS."""
@@ -132,7 +132,7 @@ class WorkloadOracle:
         info, span = self.info, self.span
         rows: list[list[int]] = []
         span64: i64 = span
-        ids = self._ids
+        ids = self.ids
         n: i64 = count
         for j in range(len(reqs)):  # (compiled, an indexed loop beats zip)
             key: i64 = info[reqs[j].request_id][0]  # converted once, not per token
