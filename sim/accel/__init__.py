@@ -83,6 +83,7 @@ COMPILED_MODULES = (
     "schedsim.latency.cpu_cost",
     "schedsim.latency.roofline",
     "schedsim.latency.overhead",
+    "schedsim.latency.table",
 )
 GROUP = "schedsim_accel"  # mypyc's shared library: {GROUP}__mypyc
 # import name prefix -> source folder in the repository (pyproject's package-dir)

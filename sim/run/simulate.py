@@ -17,7 +17,7 @@ from schedsim.metrics.tables import itl_table, requests_table, steps_table, time
 from schedsim.policies import HasRunCounters, Policy, Request, SupportsFastForward, make_policy
 from schedsim.run.cluster import is_cluster, simulate_cluster
 from schedsim.run.config import RunConfig
-from schedsim.run.memory import pin_mmap_threshold, release_unused
+from schedsim.run.memory import frozen_setup, pin_mmap_threshold, release_unused
 from schedsim.run.resolve import make_draft_latency, resolve_run
 from schedsim.run.result import RunResult
 from schedsim.run.workload import PreparedWorkload, load, prepare, select
@@ -58,7 +58,8 @@ def simulate(
     if bar is not None:
         run.world.on_progress = _bar_updater(bar, run.metrics)
     try:
-        run.world.run()
+        with frozen_setup():
+            run.world.run()
     finally:
         if bar is not None:
             bar.update(run.metrics.num_done - bar.n)
