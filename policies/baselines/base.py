@@ -198,6 +198,10 @@ class BasePolicy:
         lookahead: int = 0,
     ) -> bool:
         """Allocate KV for `num_new_tokens` more tokens, adopting prefix-hit blocks first."""
+        if req.status == RequestStatus.RUNNING and not hit_blocks and not lookahead:
+            # a running request's allocate_slots (no watermark), without the general path
+            if self.kv.append_slots(req, num_new_tokens):
+                return True
         got = self.kv.allocate_slots(
             req,
             num_new_tokens,

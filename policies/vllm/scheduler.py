@@ -532,7 +532,7 @@ class Scheduler:
                         self.drop_stale_output_req_ids.discard(rid)
                     continue  # dropped, not delivered: the request recomputes it
             generated = sampled.get(rid)
-            if not generated:
+            if generated is None or len(generated) == 0:
                 continue  # a prefill chunk: nothing to deliver
             if spec_tokens and not stale:
                 spec = spec_tokens.get(rid)
@@ -547,17 +547,19 @@ class Scheduler:
                 outs = request.output_token_ids
                 outs.append(tok)
                 num_out = len(outs)
+                eos = request.eos_token_id
+                stops = request.stop_token_ids
                 stopped = (
-                    (tok == request.eos_token_id and not request.ignore_eos)
+                    (eos is not None and tok == eos and not request.ignore_eos)
                     or num_out >= request.max_tokens
                     or request.prompt_len + num_out >= max_model_len
-                    or (request.stop_token_ids and tok in request.stop_token_ids)
+                    or (len(stops) > 0 and tok in stops)
                 )
                 if stopped:
                     check_stop(request, max_model_len)
                 if had_placeholders:
                     request.num_output_placeholders = placeholders - 1
-                new_ids = [tok]
+                new_ids = generated  # the sampled list itself (one token, nothing trimmed)
             else:
                 new_ids, stopped = self._update_request_with_output(request, list(generated), stale)
             if not stale and status_before == running_status and (had_placeholders or cache_spec):
