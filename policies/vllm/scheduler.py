@@ -439,8 +439,8 @@ class Scheduler:
 
     def _make_plan(self, st: _StepState) -> StepPlan:
         """Fill the StepPlan, advance the fence and the optimistic counters."""
-        total = sum(st.num_scheduled.values())
-        assert total <= self.config.max_num_batched_tokens
+        assert st.token_budget >= 0
+        total = self.config.max_num_batched_tokens - st.token_budget  # what the scheduled charged
         tables = self.kv.req_to_blocks
         plan = StepPlan(
             step_id=self.current_step - 1,
@@ -508,6 +508,7 @@ class Scheduler:
         error_ids: list[str] = []
         if connector is not None and failed:
             recv_ended, error_ids = self._handle_failed_recving(failed)
+        any_failed = len(failed) > 0
         for rid, n in plan.num_scheduled_tokens.items():
             request = requests.get(rid)
             if request is None:
@@ -518,7 +519,7 @@ class Scheduler:
             if stale:
                 request.num_stale_output_tokens = stale_n - n
                 assert stale_n >= n
-            if failed and rid in failed:
+            if any_failed and rid in failed:
                 if self.recompute_kv_load_failures:
                     self._recompute_after_failed_load(request, stale)
                 elif not stale and request.status == running_status:
