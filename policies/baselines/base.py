@@ -32,6 +32,10 @@ class BasePolicy:
     max_concurrent_batches: int = 1
     clip_max_new_to_pool: bool = False
     scheduling_policies: tuple[str, ...] = ("fcfs",)
+    # KVCacheManager's lazy_private: for a policy whose requests look their blocks up only while
+    # they hold none (prefix_hit's rule), blocks only their request can know are hashed and mapped
+    # only when a preemption frees them
+    lazy_private_kv: bool = False
 
     def __init__(self, config: SchedulerConfig, watermark: float = 0.0) -> None:
         name = type(config).__name__
@@ -57,6 +61,7 @@ class BasePolicy:
             config.max_model_len,
             enable_caching=config.enable_prefix_caching,
             watermark=watermark,
+            lazy_private=self.lazy_private_kv,
         )
         self.requests: dict[str, Request] = {}
         self.waiting: deque[Request] = deque()
@@ -198,6 +203,10 @@ class BasePolicy:
         lookahead: int = 0,
     ) -> bool:
         """Allocate KV for `num_new_tokens` more tokens, adopting prefix-hit blocks first."""
+        if req.status == RequestStatus.RUNNING and not hit_blocks and not lookahead:
+            # a running request's allocate_slots (no watermark), without the general path
+            if self.kv.append_slots(req, num_new_tokens):
+                return True
         got = self.kv.allocate_slots(
             req,
             num_new_tokens,
@@ -338,6 +347,7 @@ class BasePolicy:
             self.running.remove(req)
         if req in self.waiting:
             self.waiting.remove(req)
+        req.status = status  # finished before its blocks go: nobody maps what only it could hit
         self._on_leave(req)
         self._finish(req, status)
 

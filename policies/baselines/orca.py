@@ -31,6 +31,7 @@ class OrcaPolicy(BasePolicy):
     """Orca's scheduler on the shared step interface (synchronous: one batch in flight)."""
 
     max_concurrent_batches = 1
+    lazy_private_kv = True  # prefix_hit looks up only requests that hold no blocks
 
     def __init__(self, config: OrcaConfig) -> None:
         self.reserve = config.kv_reservation == "max_tokens"

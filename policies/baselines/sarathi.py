@@ -20,6 +20,7 @@ class SarathiPolicy(BasePolicy):
     """Stall-free batching on the shared step interface (synchronous: one batch in flight)."""
 
     max_concurrent_batches = 1
+    lazy_private_kv = True  # prefix_hit looks up only requests that hold no blocks
 
     def __init__(self, config: SarathiConfig) -> None:
         super().__init__(config, watermark=config.watermark)

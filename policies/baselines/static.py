@@ -20,6 +20,7 @@ class StaticPolicy(BasePolicy):
     """Static batching on the shared step interface (synchronous: one batch in flight)."""
 
     max_concurrent_batches = 1
+    lazy_private_kv = True  # prefix_hit looks up only requests that hold no blocks
     clip_max_new_to_pool = True
 
     def __init__(self, config: StaticConfig) -> None:

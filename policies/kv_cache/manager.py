@@ -89,7 +89,8 @@ class KVCacheManager:
 
     def get_block_ids(self, request_id: str) -> list[int]:
         """The request's block table (live list: copy it to keep it)."""
-        return self.req_to_blocks.get(request_id, [])
+        blocks = self.req_to_blocks.get(request_id)
+        return [] if blocks is None else blocks
 
     def get_computed_blocks(self, request: Request) -> tuple[list[int], int]:
         """Longest run of cached full blocks from the start, capped at num_tokens - 1 tokens."""
@@ -225,15 +226,17 @@ class KVCacheManager:
         """append_slots would do nothing: the request's blocks already hold `total` tokens and no
         new full block of its first `known` tokens is to be cached (schedule()'s fast path)."""
         blocks = self.req_to_blocks.get(request_id)
+        if blocks is None:
+            return False
         bs = self.block_size
-        return (
-            blocks is not None
-            and -(-(total if total < self.max_model_len else self.max_model_len) // bs) <= len(blocks)
-            and (
-                not self.enable_caching
-                or (total if total < known else known) // bs <= self.num_cached_block.get(request_id, 0)
-            )
-        )
+        # cdiv(min(total, max_model_len), bs) <= len(blocks), without a division
+        if (total if total < self.max_model_len else self.max_model_len) > len(blocks) * bs:
+            return False
+        if not self.enable_caching:
+            return True
+        # min(total, known) // bs <= num_cached, without a division
+        num_cached = self.num_cached_block.get(request_id)
+        return (total if total < known else known) < ((num_cached if num_cached is not None else 0) + 1) * bs
 
     def append_slots(self, request: Request, num_new_tokens: int) -> bool:
         """Fast allocate_slots for a running request (no hits, no lookahead, no watermark).

@@ -439,8 +439,8 @@ class Scheduler:
 
     def _make_plan(self, st: _StepState) -> StepPlan:
         """Fill the StepPlan, advance the fence and the optimistic counters."""
-        total = sum(st.num_scheduled.values())
-        assert total <= self.config.max_num_batched_tokens
+        assert st.token_budget >= 0
+        total = self.config.max_num_batched_tokens - st.token_budget  # what the scheduled charged
         tables = self.kv.req_to_blocks
         plan = StepPlan(
             step_id=self.current_step - 1,
@@ -508,6 +508,7 @@ class Scheduler:
         error_ids: list[str] = []
         if connector is not None and failed:
             recv_ended, error_ids = self._handle_failed_recving(failed)
+        any_failed = len(failed) > 0
         for rid, n in plan.num_scheduled_tokens.items():
             request = requests.get(rid)
             if request is None:
@@ -518,7 +519,7 @@ class Scheduler:
             if stale:
                 request.num_stale_output_tokens = stale_n - n
                 assert stale_n >= n
-            if failed and rid in failed:
+            if any_failed and rid in failed:
                 if self.recompute_kv_load_failures:
                     self._recompute_after_failed_load(request, stale)
                 elif not stale and request.status == running_status:
@@ -532,7 +533,7 @@ class Scheduler:
                         self.drop_stale_output_req_ids.discard(rid)
                     continue  # dropped, not delivered: the request recomputes it
             generated = sampled.get(rid)
-            if not generated:
+            if generated is None or len(generated) == 0:
                 continue  # a prefill chunk: nothing to deliver
             if spec_tokens and not stale:
                 spec = spec_tokens.get(rid)
@@ -547,17 +548,19 @@ class Scheduler:
                 outs = request.output_token_ids
                 outs.append(tok)
                 num_out = len(outs)
+                eos = request.eos_token_id
+                stops = request.stop_token_ids
                 stopped = (
-                    (tok == request.eos_token_id and not request.ignore_eos)
+                    (eos is not None and tok == eos and not request.ignore_eos)
                     or num_out >= request.max_tokens
                     or request.prompt_len + num_out >= max_model_len
-                    or (request.stop_token_ids and tok in request.stop_token_ids)
+                    or (len(stops) > 0 and tok in stops)
                 )
                 if stopped:
                     check_stop(request, max_model_len)
                 if had_placeholders:
                     request.num_output_placeholders = placeholders - 1
-                new_ids = [tok]
+                new_ids = generated  # the sampled list itself (one token, nothing trimmed)
             else:
                 new_ids, stopped = self._update_request_with_output(request, list(generated), stale)
             if not stale and status_before == running_status and (had_placeholders or cache_spec):
