@@ -6,7 +6,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from .chunking import ChunkingPolicy, chunk_compute, set_ctx_requests_chunk_size
-from .state import MICRO_BATCH_WINDOW, LlmRequest
+from .state import LlmRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +87,7 @@ class MicroBatchScheduler:
         all_fit = True
         limit = self.max_num_tokens
         for req in fitting:
-            if req.request_id in inflight_ids or not MICRO_BATCH_WINDOW.admits(req.state):
+            if not req.in_micro_batch_window or req.request_id in inflight_ids:
                 continue
             if req.is_context_init_state and self.ctx_chunk_config is None:
                 cost = self._unchunked_context_cost(req)
