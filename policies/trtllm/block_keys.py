@@ -7,7 +7,10 @@ block whose hash the trace gives is (that hash, offset in the block), so equal h
 keys; every other prompt token is (request, position), unique to the request. Outputs are the
 sampled token ids. Stand-ins are large integers far from any vocabulary, laid out so that the
 tokens of one block are consecutive (a key is one `range`): equal content gives equal keys and
-the common prefix of two keys is exactly what the tokens they stand for share.
+the common prefix of two keys is exactly what the tokens they stand for share. A key of stand-ins
+only is kept as that `range` (hashed and compared without building its tokens: the radix tree
+looks keys up every step); a key holding a known token id is a tuple. The two never hold the
+same tokens (stand-ins lie above every id), so a range and a tuple are rightly never equal.
 
 The full-block keys of a request are computed once and kept until the request finishes; a pause
 that truncates the request's tokens drops the keys past the cut.
@@ -16,11 +19,12 @@ that truncates the request's tokens drops the keys past the cut.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Final
 
 from ..request import Request
 
-BlockKey = tuple[int, ...]
+BlockKey = Sequence[int]  # a block's tokens: a range of stand-ins, or a tuple of ids
 
 STAND_IN_BASE: Final = 1 << 62  # above every vocabulary and every synthetic output id
 _MASK: Final = (1 << 60) - 1
@@ -59,7 +63,7 @@ class BlockKeys:
         outs = request.output_token_ids
         if start >= prompt_len:
             return tuple(outs[start - prompt_len : end - prompt_len])
-        return self._prompt_tokens(request, start, prompt_len) + tuple(outs[: end - prompt_len])
+        return tuple(self._prompt_tokens(request, start, prompt_len)) + tuple(outs[: end - prompt_len])
 
     def _prompt_tokens(self, request: Request, start: int, end: int) -> BlockKey:
         """Prompt positions [start, end), which lie inside one block or span whole blocks."""
@@ -70,7 +74,7 @@ class BlockKeys:
         first, last = start // bs, (end - 1) // bs
         if first == last:  # inside one block: one range (every full-block key)
             base = self._block_base(request, first)
-            return tuple(range(base + start, base + end))
+            return range(base + start, base + end)
         out: list[int] = []
         for idx in range(first, last + 1):
             base = self._block_base(request, idx)

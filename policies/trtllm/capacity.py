@@ -9,7 +9,7 @@ from enum import Enum
 from .kv_accounting import KvAccounting, MaxUtilizationScheduledBlocks, NoEvictScheduledBlocks
 from .kv_cache_manager import PrefixReuseSummary
 from .prefix_aware import PrefixSkipper
-from .state import CAPACITY_WINDOW, LlmRequest
+from .state import LlmRequest
 
 
 class CapacitySchedulerPolicy(Enum):
@@ -86,7 +86,7 @@ class CapacityResult:
 
 def schedulable_with_disagg_exception(req: LlmRequest) -> bool:
     """The KV-aware policies also consider DISAGG_GENERATION_INIT, below the capacity window."""
-    return CAPACITY_WINDOW.admits(req.state) or req.is_disagg_generation_init_state
+    return req.in_capacity_window or req.is_disagg_generation_init_state
 
 
 class CapacityScheduler:
@@ -138,7 +138,7 @@ class CapacityScheduler:
         """Count cap only; never pauses, never looks at KV (nor at DISAGG_GENERATION_INIT)."""
         fitting: list[LlmRequest] = []
         for req in active:
-            if not CAPACITY_WINDOW.admits(req.state):
+            if not req.in_capacity_window:
                 continue
             if len(fitting) >= self.max_num_requests:
                 break
@@ -198,7 +198,7 @@ class CapacityScheduler:
     @staticmethod
     def _is_started(req: LlmRequest) -> bool:
         """Holds KV worth pausing for: a context past its first chunk, or a generation."""
-        return CAPACITY_WINDOW.admits(req.state) and (
+        return req.in_capacity_window and (
             (req.is_context_init_state and not req.is_first_context_chunk)
             or req.is_generation_in_progress_state
         )

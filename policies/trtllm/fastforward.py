@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from ..plan import RequestOutput, StepPlan
 from ..request import Request, RequestStatus
 from .capacity import CapacitySchedulerPolicy
-from .micro_batch import lora_key
+from .micro_batch import sort_by_lora
 from .state import LlmRequest, LlmRequestState
 
 if TYPE_CHECKING:
@@ -66,7 +66,9 @@ class TrtllmFastForward:
             return None
         if not all(self._steady(req) for req in p.active):
             return None
-        return [req.request for req in sorted(p.active, key=lora_key)]  # sort_requests' order
+        ordered = list(p.active)
+        sort_by_lora(ordered)  # sort_requests' order
+        return [req.request for req in ordered]
 
     def _steady(self, req: LlmRequest) -> bool:
         """A decoding request whose next step is one token, delivered, with nothing else attached."""

@@ -6,7 +6,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from .chunking import ChunkingPolicy, chunk_compute, set_ctx_requests_chunk_size
-from .state import MICRO_BATCH_WINDOW, LlmRequest
+from .state import LlmRequest
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,15 +39,23 @@ def lora_key(req: LlmRequest) -> tuple[int, int]:
     return (0, 0) if tid is None else (1, tid)
 
 
+def sort_by_lora(reqs: list[LlmRequest]) -> None:
+    """Stable sort by LoRA id; without an adapter every key is equal and the order stays as it is."""
+    if any(r.lora_task_id is not None for r in reqs):
+        reqs.sort(key=lora_key)
+
+
 def sort_requests(contexts: list[LlmRequest], generations: list[LlmRequest], chunks_present: bool) -> None:
     """Last chunks go to the end (the sampler groups them); each group is sorted by LoRA id."""
     if chunks_present:
-        middle = sorted((r for r in contexts if not r.is_last_context_chunk), key=lora_key)
-        last = sorted((r for r in contexts if r.is_last_context_chunk), key=lora_key)
+        middle = [r for r in contexts if not r.is_last_context_chunk]
+        last = [r for r in contexts if r.is_last_context_chunk]
+        sort_by_lora(middle)
+        sort_by_lora(last)
         contexts[:] = middle + last
     else:
-        contexts.sort(key=lora_key)
-    generations.sort(key=lora_key)
+        sort_by_lora(contexts)
+    sort_by_lora(generations)
 
 
 class MicroBatchScheduler:
@@ -87,7 +95,7 @@ class MicroBatchScheduler:
         all_fit = True
         limit = self.max_num_tokens
         for req in fitting:
-            if req.request_id in inflight_ids or not MICRO_BATCH_WINDOW.admits(req.state):
+            if not req.in_micro_batch_window or req.request_id in inflight_ids:
                 continue
             if req.is_context_init_state and self.ctx_chunk_config is None:
                 cost = self._unchunked_context_cost(req)

@@ -301,12 +301,13 @@ class TrtllmPolicy:
         plan.block_ids[rid] = self.kv.get_block_ids(rid)
         if drafts:
             plan.spec_decode_tokens[rid] = list(req.draft_tokens)
-        if request.status is RequestStatus.WAITING:
-            plan.new_req_ids.append(rid)
-        elif request.status is RequestStatus.PREEMPTED:
-            plan.resumed_req_ids.append(rid)
-        request.status = RequestStatus.RUNNING
-        req.has_run = True
+        if not req.has_run:  # new or resumed: WAITING or PREEMPTED until its first step
+            if request.status is RequestStatus.WAITING:
+                plan.new_req_ids.append(rid)
+            elif request.status is RequestStatus.PREEMPTED:
+                plan.resumed_req_ids.append(rid)
+            request.status = RequestStatus.RUNNING
+            req.has_run = True
         self.inflight[rid] = (base, drafts)
 
     # ---- results ----
@@ -316,6 +317,8 @@ class TrtllmPolicy:
         finishing: dict[str, RequestStatus] = {}
         contexts: list[LlmRequest] = []
         rewinds: list[tuple[LlmRequest, int]] = []
+        failed_kv_load_ids = result.failed_kv_load_ids
+        draft_token_ids = result.draft_token_ids
         for rid in plan.num_scheduled_tokens:
             req = self.requests.get(rid)
             scheduled = self.inflight.pop(rid, None)
@@ -326,10 +329,12 @@ class TrtllmPolicy:
                     self.keys.drop(rid)
                 continue
             base, drafts = scheduled
-            if rid in result.failed_kv_load_ids:
+            if failed_kv_load_ids and rid in failed_kv_load_ids:
                 self._kv_load_failed(req, drafts)
                 continue  # nothing computed: the same tokens are scheduled again
-            sampled = result.sampled_token_ids.get(rid, [])
+            sampled = result.sampled_token_ids.get(rid)
+            if sampled is None:
+                sampled = []
             accepted = min(max(len(sampled) - 1, 0), drafts)
             self.stats.num_computed_tokens += base + accepted
             if req.is_generation_in_progress_state:
@@ -344,15 +349,17 @@ class TrtllmPolicy:
                 if not done:
                     continue  # a non-last chunk samples nothing
                 req.request.num_computed_tokens += accepted
-            new_tokens, finish = append_tokens(req, sampled[: accepted + 1], self.config.max_model_len)
+            if accepted + 1 < len(sampled):
+                sampled = sampled[: accepted + 1]  # the rejected drafts' tokens are not kept
+            new_tokens, finish = append_tokens(req, sampled, self.config.max_model_len)
             if finish is None and req.is_context_only_request:
                 finish = RequestStatus.FINISHED_LENGTH_CAPPED  # the context phase is all it runs
             if req.draft_tokens:  # most steps carry no drafts: keep the empty lists
                 req.draft_tokens = []
             if req.request.spec_token_ids:
                 req.request.spec_token_ids = []
-            if rid in result.draft_token_ids and finish is None:
-                self.update_draft_token_ids({rid: result.draft_token_ids[rid]})
+            if draft_token_ids and rid in draft_token_ids and finish is None:
+                self.update_draft_token_ids({rid: draft_token_ids[rid]})
             outputs.append(RequestOutput(rid, new_tokens, finish))
             if finish is not None:
                 finishing[rid] = finish

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum, IntEnum
 
 from ..request import Request
@@ -60,35 +60,87 @@ _GENERATION_STATES = (
 )
 
 
-@dataclass(eq=False, slots=True)
 class LlmRequest:
     """TensorRT-LLM's view of one request: effective prompt (grows on pause), context cursor, chunk.
 
     `prompt_len` and `max_new_tokens` are LlmRequest's mPromptLen / mMaxNewTokens: a pause folds the
     generated tokens into the prompt and shrinks the budget, while `request.prompt_len` (the workload
     field) never changes.
+
+    The schedulers read the identity fields and the state predicates of every active request every
+    step, while they change only with a state transition: they are plain attributes, the identity
+    ones set once, the predicates recomputed by the `state` setter.
     """
 
-    request: Request
-    prompt_len: int
-    max_new_tokens: int
-    state: LlmRequestState = LlmRequestState.CONTEXT_INIT
-    context_current_position: int = 0
-    context_chunk_size: int = 0
-    prepopulated_prompt_len: int = 0
-    estimated_reusable_tokens: int = 0
-    draft_tokens: list[int] = field(default_factory=list)
-    expected_snapshot_points: tuple[int, ...] = ()
-    # True once the request has been handed to the executor at least once since (re)admission.
-    has_run: bool = False
-    # Positions below this had KV before the last pause: computing them again is recompute.
-    recompute_watermark: int = 0
-    # Output positions already streamed to the client (a truncating pause makes some come again).
-    num_delivered: int = 0
-    llm_request_type: LlmRequestType = LlmRequestType.CONTEXT_AND_GENERATION
-    # generation-only: the token the context phase sampled (context_phase_params.first_gen_tokens),
-    # appended when the request turns into a generation after its KV arrived
-    first_gen_token: int = -1
+    __slots__ = (
+        "request",
+        "prompt_len",
+        "max_new_tokens",
+        "_state",
+        "context_current_position",
+        "context_chunk_size",
+        "prepopulated_prompt_len",
+        "estimated_reusable_tokens",
+        "draft_tokens",
+        "expected_snapshot_points",
+        "has_run",
+        "recompute_watermark",
+        "num_delivered",
+        "llm_request_type",
+        "first_gen_token",
+        "request_id",
+        "lora_task_id",
+        "beam_width",
+        "is_context_init_state",
+        "is_generation_in_progress_state",
+        "is_disagg_generation_init_state",
+        "in_capacity_window",
+        "in_micro_batch_window",
+    )
+
+    def __init__(
+        self,
+        request: Request,
+        prompt_len: int,
+        max_new_tokens: int,
+        state: LlmRequestState = LlmRequestState.CONTEXT_INIT,
+        context_current_position: int = 0,
+        context_chunk_size: int = 0,
+        expected_snapshot_points: tuple[int, ...] = (),
+    ) -> None:
+        """The workload request, its effective prompt and budget, and where its context cursor stands."""
+        self.request = request
+        self.prompt_len = prompt_len
+        self.max_new_tokens = max_new_tokens
+        self.context_current_position = context_current_position
+        self.context_chunk_size = context_chunk_size
+        self.prepopulated_prompt_len = 0
+        self.estimated_reusable_tokens = 0
+        self.draft_tokens: list[int] = []
+        self.expected_snapshot_points = expected_snapshot_points
+        # True once the request has been handed to the executor at least once since (re)admission.
+        self.has_run = False
+        # Positions below this had KV before the last pause: computing them again is recompute.
+        self.recompute_watermark = 0
+        # Output positions already streamed to the client (a truncating pause makes some come again).
+        self.num_delivered = 0
+        self.llm_request_type = LlmRequestType.CONTEXT_AND_GENERATION
+        # generation-only: the token the context phase sampled (context_phase_params.first_gen_tokens),
+        # appended when the request turns into a generation after its KV arrived
+        self.first_gen_token = -1
+        # ---- identity and workload flags (fixed for the request's life) ----
+        self.request_id: str = request.request_id
+        # LoRA adapter id; None sorts first, as C++'s nullopt does.
+        self.lora_task_id: int | None = request.lora_id
+        # Fixed beam width (getBeamWidthByIter for a non-variable beam schedule).
+        self.beam_width: int = request.beam_width
+        self._state = state
+        self.is_context_init_state = False
+        self.is_generation_in_progress_state = False
+        self.is_disagg_generation_init_state = False
+        self.in_capacity_window = False
+        self.in_micro_batch_window = False
+        self.state = state
 
     @classmethod
     def from_request(
@@ -103,36 +155,35 @@ class LlmRequest:
             expected_snapshot_points=snapshot_points,
         )
 
-    # ---- identity and workload flags ----
-    @property
-    def request_id(self) -> str:
-        """The workload's id."""
-        return self.request.request_id
+    def __repr__(self) -> str:
+        """Id, state and context cursor: what a failing scheduling test needs to see."""
+        return (
+            f"LlmRequest({self.request_id!r}, {self.state.name}, prompt_len={self.prompt_len}, "
+            f"position={self.context_current_position}, chunk={self.context_chunk_size})"
+        )
 
+    # ---- state and its predicates ----
     @property
-    def lora_task_id(self) -> int | None:
-        """LoRA adapter id; None sorts first, as C++'s nullopt does."""
-        return self.request.lora_id
+    def state(self) -> LlmRequestState:
+        """llmRequest.h's mState."""
+        return self._state
 
-    @property
-    def beam_width(self) -> int:
-        """Fixed beam width (getBeamWidthByIter for a non-variable beam schedule)."""
-        return self.request.beam_width
+    @state.setter
+    def state(self, state: LlmRequestState) -> None:
+        """A transition recomputes the predicates the schedulers read every step."""
+        self._state = state
+        # Still computing its (possibly re-folded) prompt.
+        self.is_context_init_state = state == LlmRequestState.CONTEXT_INIT
+        # Decoding, including the last in-flight step and a finished disagg transfer.
+        self.is_generation_in_progress_state = state in _GENERATION_STATES
+        # Waiting for the capacity scheduler to allocate the blocks its KV arrives in.
+        self.is_disagg_generation_init_state = state == LlmRequestState.DISAGG_GENERATION_INIT
+        self.in_capacity_window = CAPACITY_WINDOW.admits(state)
+        self.in_micro_batch_window = MICRO_BATCH_WINDOW.admits(state)
 
-    # ---- state predicates ----
     def has_reached_state(self, state: LlmRequestState) -> bool:
         """Chronological enum order makes 'at least this far' a single comparison."""
         return self.state >= state
-
-    @property
-    def is_context_init_state(self) -> bool:
-        """Still computing its (possibly re-folded) prompt."""
-        return self.state == LlmRequestState.CONTEXT_INIT
-
-    @property
-    def is_generation_in_progress_state(self) -> bool:
-        """Decoding, including the last in-flight step and a finished disagg transfer."""
-        return self.state in _GENERATION_STATES
 
     @property
     def is_finished(self) -> bool:
@@ -149,11 +200,6 @@ class LlmRequest:
     def is_generation_only_request(self) -> bool:
         """The generation (decode) side of a pair: receives the prompt's KV instead of computing it."""
         return self.llm_request_type is LlmRequestType.GENERATION_ONLY
-
-    @property
-    def is_disagg_generation_init_state(self) -> bool:
-        """Waiting for the capacity scheduler to allocate the blocks its KV arrives in."""
-        return self.state == LlmRequestState.DISAGG_GENERATION_INIT
 
     @property
     def is_disagg_generation_transmission_in_progress(self) -> bool:

@@ -15,7 +15,7 @@ from support.trtllm_disagg import TOKEN, colocated, context_only, generation_onl
 
 pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
 
-FIELDS = [f.name for f in dataclasses.fields(LlmRequest) if f.name != "request"]
+FIELDS = [f for f in LlmRequest.__slots__ if f != "request"]
 
 
 def snapshot(p: TrtllmPolicy) -> tuple:

@@ -164,7 +164,7 @@ def _trtllm_state(policy) -> tuple | None:
     """TensorRT-LLM's own state: every LlmRequest field, the active order, counters, in-flight map."""
     if not hasattr(policy, "capacity_policy"):
         return None
-    fields = [f.name for f in dataclasses.fields(LlmRequest) if f.name != "request"]
+    fields = [f for f in LlmRequest.__slots__ if f != "request"]
     reqs = [(r.request_id, *(getattr(r, f) for f in fields)) for r in policy.active]
     queued = [r.request_id for r in policy.waiting]
     return (
