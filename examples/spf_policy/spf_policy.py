@@ -49,17 +49,24 @@ class ShortestPromptFirst(BasePolicy):
             budget -= 1
         if self.preempted_req_ids:
             return  # as vLLM: no admission in a step that preempted
-        for req in sorted(self.waiting, key=self.admission_order):
-            if len(self.running) >= self.config.max_num_seqs:
-                break
+        seats = self.config.max_num_seqs - len(self.running)
+        for req in self.admission_order():
+            if seats <= 0 or budget <= 0:
+                break  # every request needs a seat and at least one token
             hit_blocks, hit = self.prefix_hit(req)
-            if req.num_tokens - hit > budget or not self.allocate(req, req.num_tokens - hit, hit_blocks, hit):
+            num_new = req.num_tokens - hit
+            if num_new > budget or not self.allocate(req, num_new, hit_blocks, hit):
                 continue  # too long for what is left: a shorter one may still fit
             self.waiting_since.pop(req.request_id, None)
-            self.admit(plan, req, req.num_tokens - req.num_computed_tokens)
-            budget -= plan.num_scheduled_tokens[req.request_id]
+            self.admit(plan, req, num_new)
+            budget -= num_new
+            seats -= 1
 
-    def admission_order(self, req: Request) -> tuple[bool, int]:
-        """Starved requests first, then the shortest prompt; ties keep queue order (stable sort)."""
-        since = self.waiting_since.setdefault(req.request_id, self.step_id)
-        return self.step_id - since < self.max_wait_steps, req.num_tokens
+    def admission_order(self) -> list[Request]:
+        """The waiting queue, starved requests first, then the shortest prompt; ties keep queue
+        order (stable sort). A request's wait counts from the first pass that sees it queued."""
+        now, since = self.step_id, self.waiting_since
+        for req in self.waiting:
+            since.setdefault(req.request_id, now)
+        cutoff = now - self.max_wait_steps  # joined at or before it: starved
+        return sorted(self.waiting, key=lambda r: (since[r.request_id] > cutoff, r.num_tokens))
