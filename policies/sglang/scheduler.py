@@ -98,7 +98,8 @@ class SGLangOverlapPolicy(BasePolicy):
 
     def max_new_tokens(self, req: Request) -> int:
         """SGLang's clipped max_new_tokens."""
-        return self.max_new.get(req.request_id, req.max_tokens)
+        cap = self.max_new.get(req.request_id)
+        return req.max_tokens if cap is None else cap
 
     def kv_usage(self) -> float:
         """SGLang's token usage: KV neither free nor evictable from the tree."""
