@@ -9,8 +9,9 @@ every shorter one, so long prompts are delayed, never starved.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter
 
-from schedsim.policies import Request, RequestStatus, SchedulerConfig, StepPlan, register_policy
+from schedsim.policies import Request, SchedulerConfig, StepPlan, register_policy
 from schedsim.policies.baselines import BasePolicy
 
 
@@ -37,29 +38,26 @@ class ShortestPromptFirst(BasePolicy):
         self.waiting_since: dict[str, int] = {}  # request id -> step it (re)joined the queue
 
     def schedule_into(self, plan: StepPlan) -> None:
-        budget = self.config.max_num_batched_tokens
-        for req in list(self.running):
-            if req.status != RequestStatus.RUNNING or req.num_tokens <= req.num_computed_tokens:
-                continue  # preempted earlier in this loop, or its last token is still in flight
-            ok, returned = self.allocate_or_preempt(plan, req, 1)
-            budget += returned
-            if not ok:
-                break
-            self.add_to_plan(plan, req, 1)
-            budget -= 1
+        budget = self.config.max_num_batched_tokens - self.decode_running(plan)
         if self.preempted_req_ids:
             return  # as vLLM: no admission in a step that preempted
-        for req in sorted(self.waiting, key=self.admission_order):
-            if len(self.running) >= self.config.max_num_seqs:
-                break
-            hit_blocks, hit = self.prefix_hit(req)
-            if req.num_tokens - hit > budget or not self.allocate(req, req.num_tokens - hit, hit_blocks, hit):
-                continue  # too long for what is left: a shorter one may still fit
-            self.waiting_since.pop(req.request_id, None)
-            self.admit(plan, req, req.num_tokens - req.num_computed_tokens)
-            budget -= plan.num_scheduled_tokens[req.request_id]
+        seats = self.config.max_num_seqs - len(self.running)
+        for req in self.admission_order():
+            if seats <= 0 or budget <= 0:
+                break  # every request needs a seat and at least one token
+            num_new = self.admit_whole(plan, req, budget)
+            if num_new:  # else too long for what is left: a shorter one may still fit
+                self.waiting_since.pop(req.request_id, None)
+                budget -= num_new
+                seats -= 1
 
-    def admission_order(self, req: Request) -> tuple[bool, int]:
-        """Starved requests first, then the shortest prompt; ties keep queue order (stable sort)."""
-        since = self.waiting_since.setdefault(req.request_id, self.step_id)
-        return self.step_id - since < self.max_wait_steps, req.num_tokens
+    def admission_order(self) -> list[Request]:
+        """The waiting queue, starved requests first, then by prompt length; ties keep queue
+        order (stable sorts). A request's wait counts from the first pass that sees it queued."""
+        now, since = self.step_id, self.waiting_since
+        for req in self.waiting:
+            since.setdefault(req.request_id, now)
+        cutoff = now - self.max_wait_steps  # joined at or before it: starved
+        by_length = sorted(self.waiting, key=attrgetter("num_tokens"))
+        starved = [r for r in by_length if since[r.request_id] <= cutoff]
+        return starved + [r for r in by_length if since[r.request_id] > cutoff]

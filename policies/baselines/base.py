@@ -4,8 +4,9 @@ A subclass decides only *what* runs each step, in `schedule_into(plan)`, with a 
 `prefix_hit(req)` (cached blocks a fresh request would adopt), `allocate(req, n, ...)` (KV for n
 more tokens), `allocate_or_preempt(plan, req, n)` (preempting the newest running request until
 it fits), `admit(plan, req, n)` (a waiting request joins the batch), `preempt(req)` and
-`add_to_plan(plan, req, n)`. The base owns the request table, the
-waiting deque and running list, the optimistic `num_computed_tokens` advance at schedule time
+`add_to_plan(plan, req, n)`, and two passes built from them: `decode_running(plan)` (a token
+for every running request) and `admit_whole(plan, req, budget)`. The base owns the request table,
+the waiting deque and running list, the optimistic `num_computed_tokens` advance at schedule time
 (vLLM's `_update_after_schedule`, with output placeholders when more than one batch is in
 flight), the stop checks applied to sampled tokens, and the KV frees on finish or abort
 (docs/writing-a-policy.md walks through a policy built on it).
@@ -252,6 +253,32 @@ class BasePolicy:
             if victim is req:
                 return False, returned
         return True, returned
+
+    def decode_running(self, plan: StepPlan) -> int:
+        """One token for each running request whose last token is back, in batch order,
+        preempting the newest while the pool is short; returns the tokens it added to the plan
+        (less the victims' tokens it took back)."""
+        tokens = 0
+        for req in list(self.running):
+            if req.status != RequestStatus.RUNNING or req.num_tokens <= req.num_computed_tokens:
+                continue  # preempted earlier in this pass, or its last token is still in flight
+            ok, returned = self.allocate_or_preempt(plan, req, 1)
+            tokens -= returned
+            if not ok:
+                break
+            self.add_to_plan(plan, req, 1)
+            tokens += 1
+        return tokens
+
+    def admit_whole(self, plan: StepPlan, req: Request, budget: int) -> int:
+        """Admit a waiting request with all its uncached tokens if they fit `budget` and the KV
+        cache; returns the tokens scheduled (0: it stays waiting)."""
+        hit_blocks, hit = self.prefix_hit(req)
+        num_new = req.num_tokens - hit
+        if num_new > budget or not self.allocate(req, num_new, hit_blocks, hit):
+            return 0
+        self.admit(plan, req, num_new)
+        return num_new
 
     def _unschedule(self, plan: StepPlan, req: Request) -> int:
         """Take a victim's tokens back out of this step's plan; returns them."""

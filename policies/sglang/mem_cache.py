@@ -191,10 +191,15 @@ class MemCache:
                 )
 
     def alloc_for_decode(self, reqs: list[Request]) -> None:
-        """Evict for one token per request (a page each at page size > 1), then allocate."""
+        """Evict for one token per request (a page each at page size > 1), then give a new page
+        to each request whose row is full (the others' rows already hold the token's slot)."""
         self.evict_from_tree_cache(len(reqs) * self.page_size)
-        kv = self.kv
+        kv, page = self.kv, self.page_size
+        rows = kv.req_to_blocks
         for req in reqs:
+            row = rows.get(req.request_id)
+            if row is not None and len(row) * page > req.num_computed_tokens:
+                continue
             if kv.allocate_slots(req, 1, has_scheduled_reqs=False) is None:
                 raise AssertionError(f"sglang: decode of {req.request_id} did not fit after the check")
 

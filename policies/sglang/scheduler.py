@@ -98,7 +98,8 @@ class SGLangOverlapPolicy(BasePolicy):
 
     def max_new_tokens(self, req: Request) -> int:
         """SGLang's clipped max_new_tokens."""
-        return self.max_new.get(req.request_id, req.max_tokens)
+        cap = self.max_new.get(req.request_id)
+        return req.max_tokens if cap is None else cap
 
     def kv_usage(self) -> float:
         """SGLang's token usage: KV neither free nor evictable from the tree."""
@@ -179,12 +180,13 @@ class SGLangOverlapPolicy(BasePolicy):
     def _add_waiting(self, adder: PrefillAdder, running_bs: int) -> None:
         """Offer waiting requests in queue order until a budget says stop."""
         mem = self.mem
+        # rows the batch already holds: the chunked request's (a waiting request holds none)
+        held = sum(1 for a in adder.can_run if a.request.request_id in self.pool.slot_of)
         for req in list(self.waiting):
             if adder.budget_state() == AddReqResult.OTHER:
                 break
             if req.num_stale_output_tokens > 0:
                 continue  # a retracted request whose dropped output is still in flight
-            held = sum(1 for a in adder.can_run if a.request.request_id in self.pool.slot_of)
             if len(adder.can_run) >= self._num_allocatable(running_bs, held):
                 self.batch_is_full = True
             if self.batch_is_full:
@@ -280,12 +282,14 @@ class SGLangOverlapPolicy(BasePolicy):
         """One token per running request (its next page evicted for, if it needs one); an
         unresolved input token comes from the future map."""
         self.mem.alloc_for_decode(self.running)
+        slot_of = self.pool.slot_of
         for req in self.running:
             self.add_to_plan(plan, req, 1)
-            slot = self.pool.slot_of[req.request_id]
-            plan.req_pool_indices[req.request_id] = slot
+            rid = req.request_id
+            slot = slot_of[rid]
+            plan.req_pool_indices[rid] = slot
             if req.num_output_placeholders > 0:
-                plan.future_token_slots[req.request_id] = slot
+                plan.future_token_slots[rid] = slot
 
     # ---- process_batch_result ----
     def update_from_output(self, plan: StepPlan, result: StepResult) -> list[RequestOutput]:

@@ -171,3 +171,17 @@ def test_a_broken_plugin_is_named_and_the_others_still_load(monkeypatch: pytest.
         assert get_policy_info("vllm").name == "vllm"
     with pytest.raises(ValueError, match="plugin 'broken' failed to load: no_such_plugin_module"):
         get_policy_info("broken")
+
+
+def test_a_full_pool_preempts_the_newest_and_admits_nothing_that_step() -> None:
+    """4 usable blocks, two 16-token prompts of 32 outputs: both start; when the pool fills, the
+    newest ('b') is recomputed, the step that preempted it decodes 'a' alone and admits nobody."""
+    policy = _spf(num_gpu_blocks=5, max_num_seqs=4)
+    trace = run(policy, [make_request("a", 16, 32), make_request("b", 16, 32)])
+    assert trace.sched()[0] == {"a": 16, "b": 16}
+    pre = next(p for p in trace.plans if p.preempted_req_ids)
+    assert pre.preempted_req_ids == ["b"] and dict(pre.num_scheduled_tokens) == {"a": 1}
+    assert not pre.new_req_ids and not pre.resumed_req_ids
+    later = trace.plans[trace.plans.index(pre) + 1 :]
+    assert any(p.resumed_req_ids == ["b"] for p in later), "the victim resumes"
+    assert trace.tokens["a"] == trace.tokens["b"] == [1000 + i for i in range(32)]
