@@ -15,7 +15,9 @@ from support.trtllm_disagg import TOKEN, colocated, context_only, generation_onl
 
 pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
 
-FIELDS = [f for f in LlmRequest.__slots__ if f != "request"]
+# every attribute and derived property (methods excluded), interpreted or compiled
+FIELDS = [f for f in dir(LlmRequest) if not f.startswith("__") and not callable(getattr(LlmRequest, f))]
+FIELDS.remove("request")
 
 
 def snapshot(p: TrtllmPolicy) -> tuple:

@@ -164,7 +164,9 @@ def _trtllm_state(policy) -> tuple | None:
     """TensorRT-LLM's own state: every LlmRequest field, the active order, counters, in-flight map."""
     if not hasattr(policy, "capacity_policy"):
         return None
-    fields = [f for f in LlmRequest.__slots__ if f != "request"]
+    # every attribute and derived property (methods excluded), interpreted or compiled
+    fields = [f for f in dir(LlmRequest) if not f.startswith("__") and not callable(getattr(LlmRequest, f))]
+    fields.remove("request")
     reqs = [(r.request_id, *(getattr(r, f) for f in fields)) for r in policy.active]
     queued = [r.request_id for r in policy.waiting]
     return (
