@@ -11,7 +11,7 @@ remaining budget waits, and so does everything behind it (head-of-line).
 from __future__ import annotations
 
 from ..plan import StepPlan
-from ..request import Request, RequestStatus
+from ..request import Request
 from .base import BasePolicy
 from .config import OrcaConfig
 from .fastforward import BaselineFastForward
@@ -44,19 +44,8 @@ class OrcaPolicy(BasePolicy):
 
     def schedule_into(self, plan: StepPlan) -> None:
         """Decode every running request, then admit whole prompts while budget and KV allow."""
-        budget = self.config.max_num_batched_tokens
-        for req in list(self.running):
-            if req.status != RequestStatus.RUNNING:  # preempted earlier in this pass
-                continue
-            if req.num_tokens <= req.num_computed_tokens:
-                continue  # its last token is still in flight (driven with a batch queue)
-            # Reserved to completion: never fails. Without reservation: preempt the newest.
-            ok, returned = self.allocate_or_preempt(plan, req, 1)
-            budget += returned
-            if not ok:
-                break
-            self.add_to_plan(plan, req, 1)
-            budget -= 1
+        # Reserved to completion a decode never fails; without reservation the newest is preempted.
+        budget = self.config.max_num_batched_tokens - self.decode_running(plan)
         if self.preempted_req_ids:
             return  # vLLM: no admission in a step that preempted
         while self.waiting and len(self.running) < self.config.max_num_seqs:
