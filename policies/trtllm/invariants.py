@@ -82,7 +82,7 @@ def check_policy_invariants(policy: TrtllmPolicy) -> None:
     assert len(policy.active) <= policy.max_num_active_requests, "more active requests than the cap"
     tc = policy.transceiver
     in_transit = set(tc.sending) | set(tc.release_after_transfer)
-    stray = set(policy.kv.seq_blocks) - live - set(policy.release_after_step) - in_transit
+    stray = set(policy.kv.sequences) - live - set(policy.release_after_step) - in_transit
     assert not stray, f"blocks held by finished or unknown requests: {sorted(stray)}"
     for rid in in_transit:
         assert policy.kv.has_sequence(rid), f"{rid}: a transfer uses blocks the request no longer holds"

@@ -1,9 +1,10 @@
 """TensorRT-LLM's KV cache manager (kvCacheManager.cpp's KVCacheManager / WindowBlockManager, one window).
 
-Blocks are free when no sequence holds them; a free block may still be in the lookup tree, and is
-reusable until evicted. The free queue is the LRU eviction policy at one priority level: a released
-block goes to the back, `getFreeBlock` takes the front and evicts it with its whole subtree. What
-each call does:
+Each sequence is a `GenerationRequest` (its blocks, their ids, its token count), one lookup per
+call. Blocks are free when no sequence holds them; a free block may still be in the lookup tree, and
+is reusable until evicted. The free queue is the LRU eviction policy at one priority level: a
+released block goes to the back, `getFreeBlock` takes the front and evicts it with its whole
+subtree. What each call does:
 
 - `add_sequence(rid, input_length, keys)` (addSequence with reuse): walk the tree over the keys of
   tokens [0, input_length - 1) (the last one partial), claiming exact matches; a partial match (a
@@ -52,6 +53,26 @@ class PrefixReuseSummary:
 NO_REUSE = PrefixReuseSummary()
 
 
+class GenerationRequest:
+    """One sequence's KV state (kvCacheManager.h's GenerationRequest): its blocks, their ids, its tokens."""
+
+    __slots__ = ("request_id", "num_tokens", "blocks", "cache_block_ids")
+
+    def __init__(self, request_id: str, num_tokens: int) -> None:
+        """A sequence of `num_tokens` tokens with no blocks yet."""
+        self.request_id = request_id
+        self.num_tokens = num_tokens  # tokens its blocks are sized for
+        self.blocks: list[KVCacheBlock] = []
+        # the same table as block ids, kept in step with blocks: plans hand them out per step
+        self.cache_block_ids: list[int] = []
+
+    def hold(self, block: KVCacheBlock) -> None:
+        """Append a block to the sequence's table."""
+        block.ref_count += 1
+        self.blocks.append(block)
+        self.cache_block_ids.append(block.block_id)
+
+
 class KVCacheManager:
     """Sequences' block tables over one pool, with TensorRT-LLM's radix-tree reuse."""
 
@@ -86,10 +107,7 @@ class KVCacheManager:
             (i, None) for i in range(FIRST_BLOCK_ID, num_blocks + FIRST_BLOCK_ID)
         )
         self.tree = RadixTree()
-        self.seq_blocks: dict[str, list[KVCacheBlock]] = {}
-        # the same tables as block ids, kept in step with seq_blocks: plans hand them out per step
-        self.seq_block_ids: dict[str, list[int]] = {}
-        self.seq_num_tokens: dict[str, int] = {}
+        self.sequences: dict[str, GenerationRequest] = {}
         # (source, destination) block ids whose KV a partial reuse copies; the policy drains it
         self.pending_copies: list[tuple[int, int]] = []
         self.scheduling_free = 0
@@ -108,19 +126,21 @@ class KVCacheManager:
 
     def get_block_ids(self, request_id: str) -> list[int]:
         """The sequence's block table, empty when it has none (live list: copy it to keep it)."""
-        return self.seq_block_ids.get(request_id, [])
+        seq = self.sequences.get(request_id)
+        return [] if seq is None else seq.cache_block_ids
 
     def num_blocks_of(self, request_id: str) -> int:
         """Blocks the sequence holds."""
-        return len(self.seq_blocks.get(request_id, ()))
+        seq = self.sequences.get(request_id)
+        return 0 if seq is None else len(seq.blocks)
 
     def has_sequence(self, request_id: str) -> bool:
         """Whether the request holds a sequence."""
-        return request_id in self.seq_blocks
+        return request_id in self.sequences
 
     def num_tokens(self, request_id: str) -> int:
         """Tokens the sequence's blocks are sized for."""
-        return self.seq_num_tokens[request_id]
+        return self.sequences[request_id].num_tokens
 
     # ---- the free queue (LRUEvictionPolicy, one priority level) ----
     def _claim(self, block: KVCacheBlock) -> None:
@@ -144,12 +164,6 @@ class KVCacheManager:
         self.tree.free_block_and_all_descendants(block)
         return block
 
-    def _hold(self, request_id: str, block: KVCacheBlock) -> None:
-        """Append a block to the sequence's table."""
-        block.ref_count += 1
-        self.seq_blocks[request_id].append(block)
-        self.seq_block_ids[request_id].append(block.block_id)
-
     # ---- sequences ----
     def add_sequence(self, request_id: str, input_length: int, keys: list[BlockKey]) -> int:
         """addSequence: blocks for `input_length` tokens, reusing stored ones; returns tokens reused.
@@ -157,7 +171,7 @@ class KVCacheManager:
         `keys` are the keys of tokens [0, input_length - 1) with a partial last one. Fails (before
         changing anything) when the pool cannot give the fresh blocks needed.
         """
-        if request_id in self.seq_blocks:
+        if request_id in self.sequences:
             raise ValueError(f"KVCacheManager: sequence {request_id} already added")
         bs = self.tokens_per_block
         num_blocks = -(-input_length // bs)
@@ -166,12 +180,10 @@ class KVCacheManager:
             raise KvCacheExhaustedError(
                 f"sequence {request_id} needs {needed} free KV blocks, {len(self.free_queue)} are free"
             )
-        self.seq_blocks[request_id] = []
-        self.seq_block_ids[request_id] = []
-        self.seq_num_tokens[request_id] = input_length
+        seq = self.sequences[request_id] = GenerationRequest(request_id, input_length)
         if not self.enable_block_reuse:
             for _ in range(num_blocks):
-                self._hold(request_id, self._get_free_block())
+                seq.hold(self._get_free_block())
             return 0
         search: LookupNode | None = self.tree.root
         matched = 0
@@ -184,14 +196,14 @@ class KVCacheManager:
                     search, key, self.enable_partial_reuse, self.copy_on_partial_reuse
                 )
             if block is None:
-                self._hold(request_id, self._get_free_block())
+                seq.hold(self._get_free_block())
                 search = None
                 continue
             matched += n
             if not partial:
                 self._claim(block)
                 search = block.node
-                self._hold(request_id, block)
+                seq.hold(block)
                 continue
             if block.ref_count > 0 or not block.is_leaf:
                 fresh = self._get_free_block()  # copy the matched tokens into a fresh block
@@ -200,7 +212,7 @@ class KVCacheManager:
             else:
                 self.tree.detach(block)  # freeLeafBlock: the sequence takes it over
                 self._claim(block)
-            self._hold(request_id, block)
+            seq.hold(block)
             search = None
         return matched
 
@@ -226,50 +238,51 @@ class KVCacheManager:
 
     def add_token(self, request_id: str) -> None:
         """addToken: the sequence grows by one token; a new block starts every tokens_per_block."""
-        n = self.seq_num_tokens[request_id] + 1
-        if (n - 1) % self.tokens_per_block == 0:
+        seq = self.sequences[request_id]
+        if seq.num_tokens % self.tokens_per_block == 0:
             if not self.free_queue and not self.growable:
                 raise KvCacheExhaustedError(f"sequence {request_id} needs a new KV block, none is free")
-            self._hold(request_id, self._get_free_block())
-        self.seq_num_tokens[request_id] = n
+            seq.hold(self._get_free_block())
+        seq.num_tokens += 1
 
     def fast_forward_tokens(self, request_id: str, num_tokens: int) -> None:
         """Set the token count where its blocks already hold it (a fast-forward between boundaries)."""
-        blocks = len(self.seq_blocks[request_id])
+        seq = self.sequences[request_id]
+        blocks = len(seq.blocks)
         if -(-num_tokens // self.tokens_per_block) != blocks:
             raise ValueError(
                 f"KVCacheManager: {num_tokens} tokens do not fit sequence {request_id}'s "
                 f"{blocks} blocks exactly"
             )
-        self.seq_num_tokens[request_id] = num_tokens
+        seq.num_tokens = num_tokens
 
     def remove_token(self, request_id: str) -> None:
         """removeToken (rewinding rejected drafts): a block left empty is released."""
-        n = self.seq_num_tokens[request_id]
+        seq = self.sequences[request_id]
+        n = seq.num_tokens
         if n < 1:
             raise ValueError(f"KVCacheManager: sequence {request_id} has no token to remove")
-        self.seq_num_tokens[request_id] = n - 1
+        seq.num_tokens = n - 1
         if (n - 1) % self.tokens_per_block == 0:
-            block = self.seq_blocks[request_id].pop()
-            self.seq_block_ids[request_id].pop()
+            block = seq.blocks.pop()
+            seq.cache_block_ids.pop()
             block.ref_count -= 1
             if block.ref_count == 0:
                 self._release(block)
 
     def store_blocks(self, request_id: str, keys: list[BlockKey]) -> int:
         """storeBlocks over the sequence's first len(keys) blocks; returns how many were inserted."""
-        blocks = self.seq_blocks.get(request_id)
-        if blocks is None or not self.enable_block_reuse:
+        seq = self.sequences.get(request_id)
+        if seq is None or not self.enable_block_reuse:
             return 0  # "Can not find sequence": the request already released its blocks
-        return self.tree.store_blocks(keys, blocks, self.tokens_per_block)
+        return self.tree.store_blocks(keys, seq.blocks, self.tokens_per_block)
 
     def remove_sequence(self, request_id: str, keys: list[BlockKey] | None) -> None:
         """releaseBlocks: store the blocks under `keys` (if given), then release them last first."""
-        blocks = self.seq_blocks.pop(request_id, None)
-        self.seq_block_ids.pop(request_id, None)
-        self.seq_num_tokens.pop(request_id, None)
-        if blocks is None:
+        seq = self.sequences.pop(request_id, None)
+        if seq is None:
             return
+        blocks = seq.blocks
         if keys is not None and self.enable_block_reuse:
             self.tree.store_blocks(keys, blocks, self.tokens_per_block)
         for block in reversed(blocks):
@@ -295,7 +308,10 @@ class KVCacheManager:
     def scheduling_remove_sequence(self, request_id: str) -> None:
         """schedulingRemoveSequence: drop one scheduling reference of each of the sequence's blocks."""
         refs = self._scheduling_refs
-        for block in self.seq_blocks.get(request_id, ()):
+        seq = self.sequences.get(request_id)
+        if seq is None:
+            return
+        for block in seq.blocks:
             left = refs.get(block.block_id, block.ref_count) - 1
             if left < 0:
                 raise ValueError(f"KVCacheManager: block {block.block_id} removed from scheduling twice")
@@ -326,8 +342,8 @@ class KVCacheManager:
             )
 
         return (
-            {rid: [b.block_id for b in blocks] for rid, blocks in self.seq_blocks.items()},
-            dict(self.seq_num_tokens),
+            {rid: [b.block_id for b in seq.blocks] for rid, seq in self.sequences.items()},
+            {rid: seq.num_tokens for rid, seq in self.sequences.items()},
             list(self.free_queue),
             [b.ref_count for b in self.blocks],
             self.num_blocks,
@@ -337,14 +353,13 @@ class KVCacheManager:
     def check_invariants(self) -> None:
         """Every block is either free or held by exactly its ref count of sequences; tables fit tokens."""
         refs: dict[int, int] = {}
-        for rid, blocks in self.seq_blocks.items():
-            n = self.seq_num_tokens[rid]
+        for rid, seq in self.sequences.items():
+            assert seq.request_id == rid, f"sequence {rid} filed under {seq.request_id}"
+            blocks, n = seq.blocks, seq.num_tokens
             assert len(blocks) == -(-n // self.tokens_per_block), (
                 f"sequence {rid}: {len(blocks)} blocks for {n} tokens"
             )
-            assert self.seq_block_ids[rid] == [b.block_id for b in blocks], (
-                f"sequence {rid}: block ids differ"
-            )
+            assert seq.cache_block_ids == [b.block_id for b in blocks], f"sequence {rid}: block ids differ"
             for block in blocks:
                 refs[block.block_id] = refs.get(block.block_id, 0) + 1
         for block in self.blocks[FIRST_BLOCK_ID:]:
@@ -360,4 +375,3 @@ class KVCacheManager:
             )
         assert len(self.free_queue) + len(refs) == self.num_blocks, "KV blocks not conserved"
         self.tree.check_index()
-        assert self.seq_block_ids.keys() == self.seq_blocks.keys(), "block id tables differ"
