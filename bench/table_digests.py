@@ -2,7 +2,7 @@
 that must not change behaviour (`python bench/table_digests.py > a.json`, change, run again, diff).
 
 Each configuration is run in this process (compiled core if built; SCHEDSIM_PURE=1 for pure
-Python); tables are hashed as parquet bytes, the summary as JSON without wall-clock fields.
+Python); tables are hashed as parquet bytes, the summary as JSON without wall-clock and fast-forward counts.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from typing import Any
 
 from schedsim import RunConfig, simulate
 
+# the summary's wall clock and fast-forward counts: how the run went, not what it computed
+DIAGNOSTICS = ("sim_wall_s", "fast_forward_jumps", "fast_forward_steps")
 KV_STARVED = {"num_gpu_blocks": 700, "max_model_len": 8192}
 MATRIX: dict[str, dict[str, Any]] = {
     "default-whole-trace": {},
@@ -64,7 +66,7 @@ MATRIX: dict[str, dict[str, Any]] = {
 
 
 def digest(res: Any) -> dict[str, str]:
-    """sha256 of each table's parquet bytes and of the summary without wall-clock fields."""
+    """sha256 of each table's parquet bytes and of the summary without DIAGNOSTICS."""
     out: dict[str, str] = {}
     for name in ("requests", "steps", "timeline", "itl"):
         table = getattr(res, name)
@@ -73,7 +75,7 @@ def digest(res: Any) -> dict[str, str]:
         buf = io.BytesIO()
         table.to_parquet(buf)
         out[name] = hashlib.sha256(buf.getvalue()).hexdigest()[:16]
-    summary = {k: v for k, v in res.summary.items() if k not in ("sim_wall_s",)}
+    summary = {k: v for k, v in res.summary.items() if k not in DIAGNOSTICS}
     out["summary"] = hashlib.sha256(json.dumps(summary, sort_keys=True, default=str).encode()).hexdigest()[
         :16
     ]

@@ -48,6 +48,10 @@ class FastForwardBase:
         """The running requests if the next iterations are plain decodes of each, else None."""
         return None
 
+    def arrivals_wait(self) -> bool:
+        """Whether arrivals inside the stretch would wait through it (none by default)."""
+        return False
+
     def reported_finished_ids(self) -> list[str]:
         """Finished ids the next plan reports."""
         ids: list[str] = self.policy.finished_req_ids

@@ -123,6 +123,29 @@ class KVCacheManager:
             need += sum(1 for b in hit if ref_cnt[b] == 0)
         return need
 
+    def fits(
+        self,
+        request: Request,
+        need_slot: int,
+        hit: list[int],
+        full_sequence_must_fit: bool,
+        has_scheduled_reqs: bool,
+        free: int,
+        reserved_blocks: int = 0,
+    ) -> bool:
+        """allocate_slots' admission test against `free` blocks (slots up to `need_slot`, the
+        prefix hits `hit` adopted, `reserved_blocks` left to others): a caller may ask it of a
+        free count other than today's."""
+        rid = request.request_id
+        watermark = 0
+        if has_scheduled_reqs and request.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED):
+            watermark = self.watermark_blocks
+        if full_sequence_must_fit:
+            full = min(request.num_tokens, self.max_model_len)
+            if self._num_blocks_to_allocate(rid, full, hit) + watermark > free:
+                return False
+        return self._num_blocks_to_allocate(rid, need_slot, hit) + watermark <= free - reserved_blocks
+
     # ---- allocation ----
     def allocate_slots(
         self,
@@ -158,16 +181,9 @@ class KVCacheManager:
         hit = new_computed_blocks or []
         num_local_computed = request.num_computed_tokens + num_new_computed_tokens
         total_computed = min(num_local_computed + num_external_computed_tokens, self.max_model_len)
-        watermark = 0
-        if has_scheduled_reqs and request.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED):
-            watermark = self.watermark_blocks
-        free = self.pool.num_free_blocks
-        if full_sequence_must_fit:
-            full = min(request.num_tokens, self.max_model_len)
-            if self._num_blocks_to_allocate(rid, full, hit) + watermark > free:
-                return None
         need_slot = min(total_computed + num_new_tokens + num_lookahead_tokens, self.max_model_len)
-        if self._num_blocks_to_allocate(rid, need_slot, hit) + watermark > free - reserved_blocks:
+        free, must_fit = self.pool.num_free_blocks, full_sequence_must_fit
+        if not self.fits(request, need_slot, hit, must_fit, has_scheduled_reqs, free, reserved_blocks):
             return None
         if blocks is None:
             blocks = self.req_to_blocks[rid] = []

@@ -94,6 +94,10 @@ class TrtllmFastForward:
             and self.kv.num_tokens(r.request_id) == r.num_computed_tokens
         )
 
+    def arrivals_wait(self) -> bool:
+        """An arrival joins the executor queue, which the next step fetches: it ends the stretch."""
+        return False
+
     def reported_finished_ids(self) -> list[str]:
         """Finished ids the stretch's first plan reports."""
         return self.policy.finished_req_ids

@@ -9,6 +9,10 @@ iterations where the fast path of `_schedule_running` (`KVCacheManager.holds_new
 not apply; the last update's stops go through `finish_requests` with the status vLLM's
 `check_stop` gives.
 
+Requests may wait through a stretch when no schedule of it can admit one (`_admits_none`: every
+seat taken, or the queue's head short of blocks whatever the stretch frees and however its
+prefix hits change); under FCFS, arrivals then wait too (`arrivals_wait`).
+
 Supported: `vllm` with one batch in flight and `vllm-async` with two (the engines' defaults).
 No stretch starts while a KV transfer of a prefill/decode pair is pending, running or holding
 blocks (`has_kv_transfers_in_flight`): its end changes the schedule.
@@ -19,6 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..fastforward import FastForwardBase
+from ..kv_cache.hashing import private_from
 from ..plan import RequestOutput, StepPlan
 from ..request import Request, RequestStatus
 from .utils import stop_status
@@ -35,11 +40,13 @@ class VllmFastForward(FastForwardBase):
     def __init__(self, scheduler: Scheduler) -> None:
         super().__init__(scheduler)
         self.sched = scheduler
+        self.waiters_stay = False  # the last steady_running's answer to arrivals_wait
 
     def steady_running(self, depth: int) -> list[Request] | None:
         """The running requests if the next iterations are plain decodes of each, else None."""
         s = self.sched
-        if depth != s.max_concurrent_batches or not s.running or len(s.waiting):
+        self.waiters_stay = False
+        if depth != s.max_concurrent_batches or not s.running or len(s.kv_holding_waiting):
             return None
         if s.connector is not None and (
             len(s.kv_holding_waiting) or s.has_kv_transfers_in_flight() or s.connector.has_pending_meta()
@@ -71,7 +78,67 @@ class VllmFastForward(FastForwardBase):
                 or r.num_computed_tokens != r.prompt_len + len(r.output_token_ids) - 1 + lag
             ):
                 return None
+        if len(s.waiting) and not self._admits_none():
+            return None
         return s.running
+
+    def arrivals_wait(self) -> bool:
+        """Whether requests arriving inside the stretch wait through it (see _admits_none)."""
+        return self.waiters_stay
+
+    def _admits_none(self) -> bool:
+        """Whether no schedule of the stretch admits a waiting request: every seat is taken, or
+        the queue's head cannot get its blocks however many the stretch frees (only the first
+        update may release fenced ones) and however its prefix hits change. Under FCFS an
+        arrival joins behind that head, so arrivals wait too (`waiters_stay`)."""
+        s, cfg = self.sched, self.config
+        if len(s.running) >= s.max_num_active:
+            self.waiters_stay = True
+            return True
+        head = s.waiting.peek_request()
+        if (
+            head.status not in (RequestStatus.WAITING, RequestStatus.PREEMPTED)
+            or head.num_computed_tokens
+            or head.structured_output
+            or head.num_stale_output_tokens
+            or s.connector is not None
+        ):
+            return False
+        budget = cfg.max_num_batched_tokens - len(s.running)  # what the decodes leave
+        if budget <= 0:
+            return False  # the async last schedule may leave some out and free budget
+        kv = self.kv
+        hit, _ = kv.get_computed_blocks(head)  # the lookup the first schedule makes anyway
+        if not self._hits_cannot_grow(len(hit)):
+            return False
+        free = kv.num_free_blocks + max(self._released_blocks(), 0)
+        # a free-queue hit may be evicted, which cuts the hit there: try every such cut
+        ref_cnt, bs = kv.pool.ref_cnt, kv.block_size
+        cuts = [j for j in range(len(hit)) if ref_cnt[hit[j]] == 0]
+        cuts.append(len(hit))
+        threshold = cfg.long_prefill_token_threshold  # the least any schedule of the stretch uses
+        for j in cuts:
+            num_new = head.num_tokens - j * bs
+            if 0 < threshold < num_new:
+                num_new = threshold
+            if cfg.enable_chunked_prefill and num_new > budget:
+                num_new = budget  # the least budget: fewer tokens need no more blocks
+            need = min(j * bs + num_new + s.num_lookahead_tokens, cfg.max_model_len)
+            if kv.fits(head, need, hit[:j], cfg.scheduler_reserve_full_isl, True, free):
+                return False
+        self.waiters_stay = cfg.scheduling_policy == "fcfs"
+        return True
+
+    def _hits_cannot_grow(self, h: int) -> bool:
+        """No running request can publish a block that extends a prefix hit of h blocks: each
+        one's blocks up to h are published already, or all it publishes from now on is private
+        (outside the hash map; KVCacheManager's lazy_private)."""
+        kv = self.kv
+        cached, bs = kv.num_cached_block, kv.block_size
+        for r in self.sched.running:
+            if cached.get(r.request_id, 0) <= h and h < private_from(r, bs):
+                return False
+        return True
 
     def reported_finished_ids(self) -> list[str]:
         """Finished ids the next plan reports."""

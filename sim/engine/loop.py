@@ -138,7 +138,7 @@ class Engine:
                 if self.fast_forward and (yield JUMP):
                     continue  # the driver ran whole iterations in closed form
                 inputs = yield POLL
-            self._apply_inputs(inputs)
+            self.apply_inputs(inputs)
             yield from step()
 
     def _transfers_in_flight(self) -> bool:
@@ -146,7 +146,7 @@ class Engine:
         kv = self.kv_transfer
         return kv is not None and kv.has_kv_transfers_in_flight()
 
-    def _apply_inputs(self, inputs: Inputs, add: bool = True) -> None:
+    def apply_inputs(self, inputs: Inputs, add: bool = True) -> None:
         """Add new requests (or hold them), then apply aborts."""
         if add:
             for req in self.held + inputs.requests:
@@ -200,7 +200,7 @@ class Engine:
         """Copy the result to the host, apply aborts that came in meanwhile, update the policy."""
         n_reqs, n_tok = len(plan.num_scheduled_tokens), plan.total_num_scheduled_tokens
         yield CpuPhase("d2h_copy", n_reqs, n_tok, idx)
-        self._apply_inputs((yield POLL_ABORTS), add=False)
+        self.apply_inputs((yield POLL_ABORTS), add=False)
         outputs = self.policy.update_from_output(plan, result)
         if self.kv_transfer is not None and (
             result.finished_recving or result.finished_sending or result.failed_kv_load_ids

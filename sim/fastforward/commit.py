@@ -14,10 +14,12 @@ def commit_metrics(
     k: int,
     t: StretchTimes,
     usage: list[float],
+    waiting: list[float],
     is_async: bool,
 ) -> None:
-    """Steps rows, timeline intervals and per-request token times of k steady iterations: the
-    jump is recorded (its steps rows placed by metrics_rows, both expanded with the tables by
+    """Steps rows, timeline intervals and per-request token times of k steady iterations (`waiting`:
+    the requests waiting after each schedule; the head-of-line tracker has judged each): the jump
+    is recorded (its steps rows placed by metrics_rows, both expanded with the tables by
     metrics_jumps); the token times are the live requests' own."""
     n = len(reqs)
     assert len(m.steps["schedule_time"]) + m.rows.jumped == idx0, "steps reported in launch order"
@@ -26,10 +28,9 @@ def commit_metrics(
     m.jumps.add(
         [len(m.cpu_timeline[1]), len(m.gpu_timeline[0]), idx0, k, 1 if is_async else 0, n, n_last],
         [t.s, t.p, t.d0, t.u0, t.d, t.u, t.s_last, t.p_last, t.poll0],
-        [t.start, t.gpu, t.wait, usage],
+        [t.start, t.gpu, t.wait, usage, waiting],
     )
     _token_times(m, reqs, k, t.update)
-    m.hol.since = t.sched(k - 1)  # nobody waits: the tracker only remembers the last schedule
 
 
 def _token_times(m: MetricsRecorder, reqs: list[Request], k: int, update: list[float]) -> None:

@@ -2,11 +2,13 @@
 
 At the top of an engine-loop iteration the engine yields `Jump`; `fast_forward` then checks that
 the next iterations are provably alike: the policy is in a steady decode state (`steady_running`: every
-running request decodes one token per step, nothing waits, nothing is pending), the executor holds
-no drafts or KV-load faults for them, the head-of-line tracker has nobody waiting. Their length k
-is the minimum of the policy's horizon (max_tokens and max_model_len caps, free KV blocks for the
-blocks the stretch allocates), the oracle's (no EOS is delivered inside the stretch) and the input
-horizon (no arrival or abort is due at any poll inside it, no wait ends past max_sim_time). Inside
+running request decodes one token per step, no schedule admits a waiting request, nothing is
+pending) and the executor holds no drafts or KV-load faults for them. Their length k is the
+minimum of the policy's horizon (max_tokens and max_model_len caps, free KV blocks for the blocks
+the stretch allocates), the oracle's (no EOS is delivered inside the stretch) and the input
+horizon (no input is due at any poll inside it, no wait ends past max_sim_time; where the policy
+says arrivals wait through the stretch, `arrivals_wait`, only an abort ends it, and the arrivals
+are taken at their polls). The head-of-line tracker judges every schedule of the stretch. Inside
 the stretch every time is the same sum the world computes step by step (CPU phase costs are
 constant for a constant batch; each GPU step's time comes from the latency model on that step's
 exact shape), every token is the oracle's, and the KV work goes through the real manager in the
@@ -63,10 +65,15 @@ class FastForward:
         if engine.held or len(queue) != engine.depth - 1:
             return 0
         due = world.inputs.next_time()
-        if due is not None and due <= world.cpu_now:
-            return 0  # this iteration's poll takes an input
+        due_now = due is not None and due <= world.cpu_now  # this iteration's poll takes an input
+        if due_now and world.inbox is not None:
+            return 0
         reqs: list[Request] | None = hooks.steady_running(engine.depth)
         if reqs is None:
+            return 0
+        # requests arriving inside wait through it (taken at their polls): only an abort ends it
+        take = world.inbox is None and hooks.arrivals_wait()
+        if due_now and not take:
             return 0
         prev = queue[0] if queue else None
         limit = self._executor_horizon(world, reqs, prev)
@@ -74,24 +81,22 @@ class FastForward:
             limit = hooks.horizon(reqs, limit)
         if limit < MIN_JUMP:
             return 0
-        times = timeline(world, self.costs, reqs, prev, limit)
+        times = timeline(world, self.costs, reqs, prev, limit, take)
         k = len(times)
         skipped: list[Request] = hooks.skipped_last(reqs, k) if k else []
         if skipped:  # the last schedule leaves some out (async max_tokens): retime it, or drop it
             left_out = {id(r) for r in skipped}
-            if not retime_last(world, self.costs, prev, times, [r for r in reqs if id(r) not in left_out]):
+            kept = [r for r in reqs if id(r) not in left_out]
+            if not retime_last(world, self.costs, prev, times, kept, take):
                 k -= 1
                 skipped = []
         if k < MIN_JUMP:
             return 0
-        self._apply(world, reqs, prev, k, times, skipped)
+        self._apply(world, reqs, prev, k, times, skipped, take)
         return k
 
     def _executor_horizon(self, world: SimWorld, reqs: list[Request], prev: InFlight | None) -> int:
         """Iterations before a running request delivers its EOS (0 where the stretch cannot start)."""
-        metrics = world.metrics
-        if metrics is not None and (metrics.hol.count or metrics.hol.pending is not None):
-            return 0
         executor: SimExecutor = world.executor
         oracle, workers, lag = executor.oracle, executor.workers, world.engine.depth - 1
         scheduled: dict[str, int] = {}
@@ -135,8 +140,10 @@ class FastForward:
         k: int,
         times: StretchTimes,
         skipped: list[Request],
+        take: bool,
     ) -> None:
-        """Move policy, executor, engine, world and metrics k iterations ahead."""
+        """Move policy, executor, engine, world and metrics k iterations ahead (`take`: with the
+        arrivals the stretch's polls take)."""
         engine: Engine = world.engine
         hooks = self.hooks
         executor: SimExecutor = world.executor
@@ -178,8 +185,9 @@ class FastForward:
                 kept_toks = [in_flight[j] for j in range(len(reqs)) if id(reqs[j]) not in left_out]
             engine.batch_queue.clear()
             engine.batch_queue.appendleft(self._in_flight_step(kept, kept_toks, idx0 + k - 1, times))
+        waiting = self._queue(world, times, usage, len(reqs), take)
         if world.metrics is not None:
-            commit_metrics(world.metrics, reqs, idx0, k, times, usage, prev is not None)
+            commit_metrics(world.metrics, reqs, idx0, k, times, usage, waiting, prev is not None)
         if hooks.finishes_in_last_update:
             self._finish_at_end(world, reqs, idx0 + k - 1 - (prev is not None), times)
         if world.on_progress is not None:
@@ -187,6 +195,48 @@ class FastForward:
                 world.on_progress(step)
         if engine.check_invariants:
             engine.check()
+
+    def _queue(self, world: SimWorld, t: StretchTimes, usage: list[float], n: int, take: bool) -> list[float]:
+        """The waiting side of each iteration, as ordinary ones would leave it: the arrivals its poll
+        takes (added as the engine adds them), the waiting count after its schedule, and the
+        head-of-line tracker's judgement of that schedule (KV usage `usage[i]`)."""
+        engine: Engine = world.engine
+        policy = engine.policy
+        k = len(t)
+        running, waiting = policy.get_request_counts()
+        hol = world.metrics.hol if world.metrics is not None else None
+        stream = world.inputs
+        due = stream.next_time() if take else None
+        if due is not None and due > t.poll(k - 1):
+            due = None  # nothing arrives inside
+        if hol is not None and due is None and hol.count == 0 and hol.pending is None:
+            hol.since = t.sched(k - 1)  # nobody waits: the tracker only remembers the last schedule
+            return [float(waiting)] * k
+        if hol is None and due is None:
+            return [float(waiting)] * k
+        out: list[float] = []
+        judged = -1.0  # the usage of the last judgement (-1: none yet, or the queue changed since)
+        last_n = t.last_n if t.last_n >= 0 else n
+        for i in range(k):
+            c = t.poll(i)
+            if due is not None and due <= c:
+                engine.apply_inputs(stream.take(c))
+                nxt = stream.next_time()
+                due = nxt if nxt is not None and nxt <= t.poll(k - 1) else None
+                running, waiting = policy.get_request_counts()
+                judged = -1.0
+            out.append(float(waiting))
+            if hol is None:
+                continue
+            now = t.sched(i)
+            if hol.count == 0 and hol.pending is None:
+                hol.since = now
+            elif usage[i] == judged and (i < k - 1 or last_n == n):
+                hol.charge(now)  # the same queue, usage and budget: the same requests blocked
+            else:
+                hol.judge(now, last_n if i == k - 1 else n, running, usage[i])
+                judged = usage[i]
+        return out
 
     def _finish_at_end(self, world: SimWorld, reqs: list[Request], step: int, times: StretchTimes) -> None:
         """Requests the last update stops (EOS, output cap) finish there: policy, engine, metrics."""

@@ -3,7 +3,8 @@
 Each iteration is: poll, schedule and prepare_inputs phases, launch (the GPU starts when both the
 CPU and the previous step are done), wait (sync: for this step; async: for the one before), d2h
 copy, abort poll, update_from_output. The stretch stops before an iteration whose top poll would
-take an input, whose mid-iteration poll would take an abort, or whose wait ends past `until`.
+take an input (only an abort, where the policy lets arrivals wait through the stretch), whose
+mid-iteration poll would take an abort, or whose wait ends past `until`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from schedsim.latency.base import StepShape
 from schedsim.latency.roofline import RooflineModel
 from schedsim.policies import Request
+from schedsim.worlds.inputs import InputStream
 from schedsim.worlds.simpy_world import SimWorld
 
 
@@ -72,13 +74,20 @@ class StretchTimes:
 
 
 class _Bounds:
-    """What ends a stretch: the next input, the next abort the mid-iteration poll takes, `until`."""
+    """What ends a stretch: the next input (the next abort, where arrivals wait through it), the
+    next abort the mid-iteration poll takes, `until`."""
 
-    def __init__(self, world: SimWorld, sync: bool) -> None:
-        nxt_input = world.inputs.next_time()
-        self.input: float = math.inf if nxt_input is None else nxt_input
-        nxt_abort = world.inputs.next_abort_poll_time()  # the mid-iteration poll takes only aborts
-        self.abort: float = math.inf if nxt_abort is None else nxt_abort
+    def __init__(self, world: SimWorld, sync: bool, arrivals_wait: bool) -> None:
+        inputs = world.inputs
+        if arrivals_wait and isinstance(inputs, InputStream):  # an arrival is taken inside; an
+            nxt_abort = inputs.next_abort_time()  # abort stops the stretch at either poll
+            self.input: float = math.inf if nxt_abort is None else nxt_abort
+            self.abort: float = self.input
+        else:
+            nxt_input = inputs.next_time()
+            self.input = math.inf if nxt_input is None else nxt_input
+            nxt_abort = inputs.next_abort_poll_time()  # the mid-iteration poll takes only aborts
+            self.abort = math.inf if nxt_abort is None else nxt_abort
         self.until: float = world.until
         self.sync = sync
 
@@ -141,8 +150,11 @@ class DecodeCosts:
         return costs
 
 
-def timeline(world: SimWorld, costs: DecodeCosts, reqs: list[Request], prev: Any, limit: int) -> StretchTimes:
-    """The times of up to `limit` iterations, stopping before one that would see an input."""
+def timeline(
+    world: SimWorld, costs: DecodeCosts, reqs: list[Request], prev: Any, limit: int, arrivals_wait: bool
+) -> StretchTimes:
+    """The times of up to `limit` iterations, stopping before one that would see an input (an
+    abort, where arrivals wait through the stretch)."""
     n = len(reqs)
     s, p, d, u = costs.of(n)
     d0, u0 = d, u
@@ -153,7 +165,7 @@ def timeline(world: SimWorld, costs: DecodeCosts, reqs: list[Request], prev: Any
             d0, u0 = float(phase("d2h_copy", m, tok)), float(phase("update_from_output", m, tok))
     c: float = world.cpu_now
     t = StretchTimes(c, s, p, d0, u0, d, u)
-    bounds = _Bounds(world, prev is None)
+    bounds = _Bounds(world, prev is None, arrivals_wait)
     gpu_free: float = world.gpu_free
     prev_end: float = prev[0].end if prev is not None else math.nan
     step_time = DecodeTimes(world.executor.latency_model, [r.num_computed_tokens for r in reqs])
@@ -167,7 +179,9 @@ def timeline(world: SimWorld, costs: DecodeCosts, reqs: list[Request], prev: Any
     return t
 
 
-def retime_last(world: SimWorld, costs: DecodeCosts, prev: Any, t: StretchTimes, kept: list[Request]) -> bool:
+def retime_last(
+    world: SimWorld, costs: DecodeCosts, prev: Any, t: StretchTimes, kept: list[Request], arrivals_wait: bool
+) -> bool:
     """Redo the last iteration with only `kept` scheduled; False (and it is dropped) where nobody
     is kept or the shorter schedule changes what ends the stretch."""
     i = len(t) - 1
@@ -185,7 +199,7 @@ def retime_last(world: SimWorld, costs: DecodeCosts, prev: Any, t: StretchTimes,
         return False
     g = DecodeTimes(world.executor.latency_model, [r.num_computed_tokens for r in kept]).at(i)
     if not _iteration(
-        _Bounds(world, prev is None),
+        _Bounds(world, prev is None, arrivals_wait),
         t,
         c,
         gpu_free,

@@ -65,15 +65,27 @@ class HeadOfLineTracker:
 
     def step(self, now: float, plan: StepPlan, running: int, kv_usage: float) -> None:
         """Charge the interval since the previous schedule, then judge who is blocked now."""
-        if self.pending is not None:
-            self.hol[self.pending] += now - self.since
-        self.since, self.pending = now, None
         for rid in plan.resumed_req_ids:
             self.preempted.pop(rid, None)
         for rid in plan.preempted_req_ids:
             self.preempted[rid] = None
-        budget = self.budget - plan.total_num_scheduled_tokens
-        if self.count == 0 or plan.preempted_req_ids or running >= self.seats or budget <= 0:
+        self.judge(now, plan.total_num_scheduled_tokens, running, kv_usage, bool(plan.preempted_req_ids))
+
+    def charge(self, now: float) -> None:
+        """Charge the blocked requests the interval since the previous schedule."""
+        if self.pending is not None:
+            self.hol[self.pending] += now - self.since
+        self.since = now
+
+    def judge(
+        self, now: float, num_scheduled: int, running: int, kv_usage: float, preempted: bool = False
+    ) -> None:
+        """After a schedule of num_scheduled tokens (`preempted`: it preempted some): charge the
+        interval before it, then find who is blocked until the next one."""
+        self.charge(now)
+        self.pending = None
+        budget = self.budget - num_scheduled
+        if self.count == 0 or preempted or running >= self.seats or budget <= 0:
             return
         lo, hi = self.lo, self.hi
         wait = self.waiting[lo:hi]

@@ -4,7 +4,8 @@ A jump of k iterations writes k steps rows and ~5k timeline intervals that are f
 iteration times (StretchTimes), its phase costs and its batch. Writing them row by row costs
 more than the rest of the jump; instead the recorder keeps, per jump, where its rows go (its
 position in each timeline stream and its first step), its costs, batch and first poll, and the
-times the others follow from (a column per field, 4 floats an iteration); the table builders
+times the others follow from, with its KV usage and waiting count (a column per field, 5 floats
+an iteration); the table builders
 expand the jumps with numpy, a chunk at a time: `fill_jump_steps` (into the jumps' steps rows,
 zeros until then: metrics_rows) and `merge_jump_timeline` (into the streams where they were
 appended).
@@ -17,7 +18,8 @@ from typing import Any, Final
 import numpy as np
 from schedsim.metrics.column import Column
 
-FIELDS: Final = ("start", "gpu", "wait", "kv_usage")  # stored; the other times are derived
+# stored per iteration (the requests waiting after its schedule too); the other times are derived
+FIELDS: Final = ("start", "gpu", "wait", "kv_usage", "num_waiting")
 META: Final = ("cpu_pos", "gpu_pos", "idx0", "k", "lag", "n", "n_last")
 COSTS: Final = ("s", "p", "d0", "u0", "d", "u", "s_last", "p_last", "poll0")
 CHUNK: Final = 1 << 13  # iterations expanded at a time (their temporaries stay in cache)
@@ -111,6 +113,7 @@ def fill_jump_steps(ch: JumpChunks, cols: dict[str, np.ndarray], chunk: int = CH
             ("end", "end"),
             ("gpu_time", "gpu"),
             ("kv_usage", "kv_usage"),
+            ("num_waiting", "num_waiting"),
         ):
             cols[name][rows] = it[field]
         cols["num_running"][rows] = it["n"]

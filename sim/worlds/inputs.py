@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
@@ -46,6 +47,7 @@ class InputStream:
         self.kinds = array("b", kinds[order].tobytes())
         self.refs = array("q", refs[order].astype(np.int64).tobytes())
         self.abort_ids = [rid for _, rid in aborts]
+        self.abort_at: list[int] = np.flatnonzero(kinds[order] == ABORT).tolist()  # their positions
         self.make: Callable[[int], Request] = make
         self.pos = 0
 
@@ -58,6 +60,11 @@ class InputStream:
         (an arrival ahead of the aborts holds them back), None otherwise."""
         pos = self.pos
         return self.times[pos] if pos < len(self.times) and self.kinds[pos] == ABORT else None
+
+    def next_abort_time(self) -> float | None:
+        """Time of the next abort, wherever it stands behind arrivals; None when none is left."""
+        j = bisect_left(self.abort_at, self.pos)
+        return self.times[self.abort_at[j]] if j < len(self.abort_at) else None
 
     def take(self, now: float, aborts_only: bool = False) -> Inputs:
         """Inputs due by `now`; with aborts_only, requests due are left in the stream."""

@@ -27,6 +27,7 @@ def _jumps(ks: list[int], cpu_at: list[int], gpu_at: list[int]) -> JumpChunks:
             [1.0] * k,
             [10_000.0 * j + 600 + i for i in range(k)],
             [0.5] * k,
+            [2.0] * k,
         ]
         ch.add([cpu_at[j], gpu_at[j], step, k, 1, 4, 4], [1.0] * (len(COSTS) - 1) + [10_000.0 * j], fields)
         step += k
@@ -78,13 +79,15 @@ def test_jump_rows_merge_where_appended(n_cpu: int, n_gpu: int, data: st.DataObj
 
 def _record(k: int, is_async: bool, d0: float) -> JumpChunks:
     """One jump of k iterations at step 10 polling first at 0: forward i starts at 300 + i for
-    50, wait i returns at 600 + i, KV usage 900 + i; no prepare in the last iteration."""
+    50, wait i returns at 600 + i, KV usage 900 + i, 5 - i requests waiting; no prepare in the
+    last iteration."""
     ch = JumpChunks()
     fields = [
         [300.0 + i for i in range(k)],
         [50.0] * k,
         [600.0 + i for i in range(k)],
         [900.0 + i for i in range(k)],
+        [5.0 - i for i in range(k)],
     ]
     meta = dict(cpu_pos=7, gpu_pos=3, idx0=10, k=k, lag=int(is_async), n=4, n_last=3)
     costs = dict(s=1.0, p=1.0, d0=d0, u0=1.0, d=1.0, u=1.0, s_last=1.0, p_last=0.0, poll0=0.0)
@@ -103,6 +106,7 @@ def test_jump_steps_rows() -> None:
         "gpu_time",
         "kv_usage",
         "num_running",
+        "num_waiting",
         "num_decode_reqs",
         "num_decode_tokens",
         "num_prefill_reqs",
@@ -113,6 +117,7 @@ def test_jump_steps_rows() -> None:
     assert cols["end"][10:13].tolist() == [350.0, 351.0, 352.0]
     assert cols["kv_usage"][10:13].tolist() == [900.0, 901.0, 902.0]
     assert cols["num_running"][10:13].tolist() == [4, 4, 4]
+    assert cols["num_waiting"][10:13].tolist() == [5, 4, 3]
     assert cols["num_decode_reqs"][10:13].tolist() == [4, 4, 3]
     assert not cols["num_prefill_reqs"].any() and not cols["start"][:10].any()
 
@@ -145,6 +150,7 @@ def test_jump_steps_rows_in_any_chunking(chunk: int) -> None:
             "gpu_time",
             "kv_usage",
             "num_running",
+            "num_waiting",
             "num_decode_reqs",
             "num_decode_tokens",
         )
@@ -152,6 +158,7 @@ def test_jump_steps_rows_in_any_chunking(chunk: int) -> None:
     fill_jump_steps(_jumps([3, 1, 2], [0, 0, 0], [0, 0, 0]), cols, chunk)
     assert cols["schedule_time"].tolist() == [1.0, 603.0, 604.0, 10_001.0, 20_001.0, 20_603.0]
     assert cols["num_running"].tolist() == [4] * 6
+    assert cols["num_waiting"].tolist() == [2] * 6
 
 
 def test_steps_table_needs_the_jumps() -> None:

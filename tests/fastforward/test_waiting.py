@@ -1,0 +1,148 @@
+"""Stretches while requests wait: the vLLM schedulers jump when no schedule of the stretch can
+admit anyone (every seat taken, or the queue's head short of blocks however the stretch's pool
+and its prefix hits change), taking the arrivals inside at their polls and replaying the
+head-of-line tracker step by step. Tables and policy state are identical with fast-forward on
+and off, on shared-prefix workloads (hits in the free queue that evictions cut), with the
+scheduler options that change the head's demand, and with aborts."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from schedsim import RunConfig
+from schedsim.traces import cap_tokens, load_workload
+from schedsim.traces.schema import ATTR_PREFIX_BLOCK_SIZE
+from support.fastforward import VLLM_JUMPING, assert_same, assert_same_state_when_stopped
+from support.workloads import SETTINGS
+
+pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
+
+
+@st.composite
+def queued_workloads(draw: st.DrawFn) -> pd.DataFrame:
+    """A burst larger than the pool holds, some prompts sharing prefixes (as given block hashes)."""
+    n = draw(st.integers(4, 14))
+    hashes, prompts = [], []
+    for i in range(n):
+        shared = draw(st.integers(0, 4))
+        own = draw(st.integers(1, 5))
+        group = draw(st.integers(0, 1))
+        hashes.append(
+            tuple(1000 * (group + 1) + j for j in range(shared))
+            + tuple(10**6 + 100 * i + j for j in range(own))
+        )
+        prompts.append(16 * (shared + own) - draw(st.integers(0, 15)))
+    gaps = draw(st.lists(st.floats(0.0, 0.03), min_size=n, max_size=n))
+    wl = pd.DataFrame(
+        {
+            "request_id": [f"q{i}" for i in range(n)],
+            "arrival_time": np.cumsum(gaps),
+            "prompt_tokens": prompts,
+            "output_tokens": draw(st.lists(st.integers(1, 80), min_size=n, max_size=n)),
+            "prompt_block_hashes": hashes,
+            "priority": draw(st.lists(st.integers(0, 2), min_size=n, max_size=n)),
+        }
+    )
+    wl.attrs[ATTR_PREFIX_BLOCK_SIZE] = 16
+    return wl
+
+
+OPTIONS = st.fixed_dictionaries(
+    {
+        "long_prefill_token_threshold": st.sampled_from([0, 24]),
+        "long_prefill_token_threshold_adaptive": st.booleans(),
+        "scheduler_reserve_full_isl": st.booleans(),
+        "watermark": st.sampled_from([0.0, 0.1]),
+    }
+)
+
+
+@pytest.mark.parametrize("policy,engine", sorted(VLLM_JUMPING))
+@settings(parent=SETTINGS, max_examples=12)
+@given(
+    wl=queued_workloads(),
+    blocks=st.integers(18, 40),
+    seqs=st.integers(2, 6),
+    options=OPTIONS,
+    priority=st.booleans(),
+    abort=st.booleans(),
+    chunked=st.booleans(),
+)
+def test_random_queues_identical(
+    policy: str,
+    engine: str,
+    wl: pd.DataFrame,
+    blocks: int,
+    seqs: int,
+    options: dict,
+    priority: bool,
+    abort: bool,
+    chunked: bool,
+) -> None:
+    cfg = RunConfig(
+        policy=policy,
+        engine=engine,
+        num_gpu_blocks=blocks,
+        max_num_seqs=seqs,
+        max_num_batched_tokens=256,
+        max_model_len=256,
+        block_size=16,
+        latency_model="roofline",
+        scheduling_policy="priority" if priority else "fcfs",
+        abort_times={"q1": 0.05, "q3": 0.2} if abort else {},
+        enable_chunked_prefill=chunked,
+        policy_options=options,
+    )
+    assert_same(cfg, workload=wl, check_invariants=True)
+
+
+def saturated(policy: str, engine: str, **kw) -> tuple[RunConfig, pd.DataFrame]:
+    """The saturated benchmark's configuration at a test's size: KV binds before the seats."""
+    base = dict(
+        max_num_seqs=64, num_gpu_blocks=600, max_model_len=1024, max_num_batched_tokens=1024, rate=40.0
+    )
+    cfg = RunConfig(policy=policy, engine=engine, **{**base, **kw})
+    return cfg, cap_tokens(load_workload("azure-conv-2023").iloc[:150], 1024)
+
+
+@pytest.mark.parametrize("policy,engine", sorted(VLLM_JUMPING))
+def test_jumps_cover_steps_with_requests_waiting(policy: str, engine: str) -> None:
+    """More steps are jumped than there are steps with nobody waiting: stretches run while the
+    queue's head is short of blocks, and arrivals join the queue inside them."""
+    cfg, wl = saturated(policy, engine)
+    summary = assert_same(cfg, workload=wl)
+    from schedsim import simulate
+
+    steps = simulate(cfg, workload=wl).steps
+    assert summary["fast_forward_steps"] > int((steps["num_waiting"] == 0).sum())
+    assert (steps["num_waiting"] > 0).mean() > 0.5  # the configuration does queue
+
+
+@pytest.mark.parametrize("policy,engine", sorted(VLLM_JUMPING))
+def test_queued_stretches_leave_identical_policy_state(
+    policy: str, engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg, wl = saturated(policy, engine)
+    assert assert_same_state_when_stopped(cfg, (1.1, 2.3), monkeypatch, workload=wl) > 0
+
+
+@pytest.mark.parametrize("policy,engine", sorted(VLLM_JUMPING))
+@pytest.mark.parametrize(
+    "extra",
+    [
+        dict(scheduling_policy="priority"),
+        dict(max_num_seqs=8),  # the seats bind: arrivals wait behind a full batch
+        dict(
+            policy_options={"long_prefill_token_threshold": 64, "long_prefill_token_threshold_adaptive": True}
+        ),
+        dict(enable_chunked_prefill=False),
+        dict(abort_fraction=0.2, abort_window_s=2.0),
+    ],
+    ids=["priority", "seats", "adaptive-threshold", "no-chunking", "aborts"],
+)
+def test_saturated_options_identical(policy: str, engine: str, extra: dict) -> None:
+    cfg, wl = saturated(policy, engine, **extra)
+    assert assert_same(cfg, workload=wl)["fast_forward_steps"] > 0
