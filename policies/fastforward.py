@@ -48,7 +48,7 @@ class FastForwardBase:
         """The running requests if the next iterations are plain decodes of each, else None."""
         return None
 
-    def arrivals_wait(self) -> bool:
+    def arrivals_wait(self, longest_prompt: int) -> bool:
         """Whether arrivals inside the stretch would wait through it (none by default)."""
         return False
 

@@ -80,10 +80,11 @@ class FastForwardHooks(Protocol):
         """The running requests, in batch order, if the next iterations are plain decodes of each
         (requests may wait, when no schedule of the stretch would admit one)."""
 
-    def arrivals_wait(self) -> bool:
-        """After `steady_running` said yes: whether requests arriving inside the stretch would
-        wait through it too (the batch is full, or the queue's head is blocked whatever joins
-        behind it), so the stretch need not stop at an arrival."""
+    def arrivals_wait(self, longest_prompt: int) -> bool:
+        """After `steady_running` said yes: whether requests arriving inside the stretch (none
+        with a prompt longer than `longest_prompt`) would wait through it too (the batch is full,
+        or the queue's head is blocked whatever joins behind it), so the stretch need not stop at
+        an arrival."""
 
     def horizon(self, reqs: list[Request], limit: int) -> int:
         """Iterations (<= limit) before a length cap stops a request or a KV block runs short."""

@@ -1,7 +1,9 @@
 """Exact fast-forward hooks of `sglang-overlap` (both with the overlap loop and without it).
 
 In a steady decode state SGLang's `get_next_batch_to_run` stashes no chunked request, merges no
-extend batch, forms no prefill batch (nothing waits, nothing is chunked), drops no request
+extend batch, forms no prefill batch (nothing waits, or the batch is full: `batch_is_full`, which
+only a request leaving the batch or a retraction clears, makes `get_new_batch_prefill` return
+before it looks at the queue; nothing is chunked), drops no request
 finishing in flight (the horizon stops before one would) and decodes every running request: the
 decode check and the allocation first evict radix-tree leaves when fewer than one page per
 request is free (`alloc_for_decode`'s over-estimate; the check's own demand is never larger),
@@ -29,14 +31,14 @@ class SGLangFastForward(BaselineFastForward):
     def steady_running(self, depth: int) -> list[Request] | None:
         """Running requests if the next iterations are plain decode batches of all of them."""
         p = self.policy
-        if depth != p.max_concurrent_batches or not p.running or p.waiting:
+        if depth != p.max_concurrent_batches or not p.running or (p.waiting and not p.batch_is_full):
             return None
         if (
             p.preempted_req_ids
             or p.chunked_req is not None
             or p.last_extend_reqs
             or p.intake_aborts
-            or len(p.running) != len(p.requests)
+            or len(p.running) + len(p.waiting) != len(p.requests)
             or len(p.running) > self.config.max_num_batched_tokens
         ):
             return None
@@ -58,6 +60,12 @@ class SGLangFastForward(BaselineFastForward):
             ):
                 return None
         return running
+
+    def arrivals_wait(self, longest_prompt: int) -> bool:
+        """With the batch full, an arrival waits unseen (`get_new_batch_prefill` returns at once)
+        unless its prompt is long enough for the intake to abort it, which the next update reports."""
+        p = self.policy
+        return p.batch_is_full and longest_prompt < p.max_req_input_len
 
     def horizon(self, reqs: list[Request], limit: int) -> int:
         """Iterations before a length cap drops a request or a step's pages, counted from the

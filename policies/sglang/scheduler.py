@@ -200,8 +200,7 @@ class SGLangOverlapPolicy(BasePolicy):
 
     def _launch_extend(self, plan: SGLangStepPlan, adder: PrefillAdder, still_chunked: bool) -> None:
         """Turn the adder's list into the extend batch: rows, KV (`prepare_for_extend`), plan."""
-        admitted = {id(a.request) for a in adder.can_run}
-        self.waiting = type(self.waiting)(r for r in self.waiting if id(r) not in admitted)
+        self._drop_admitted(adder)
         slots = self.pool.alloc([a.request.request_id for a in adder.can_run])
         self.mem.alloc_for_extend([a.request for a in adder.can_run], [a.extend_len for a in adder.can_run])
         for adm, slot in zip(adder.can_run, slots, strict=True):
@@ -218,6 +217,18 @@ class SGLangOverlapPolicy(BasePolicy):
             self.chunked_req = None
         self.last_extend_reqs = [a.request for a in adder.can_run]
         plan.forward_mode = "extend"
+
+    def _drop_admitted(self, adder: PrefillAdder) -> None:
+        """Take the admitted requests out of the queue, keeping the others' order: the adder took
+        them from the front, so they leave from there unless it skipped some on the way."""
+        admitted = {id(a.request) for a in adder.can_run if a.request is not self.chunked_req}
+        waiting = self.waiting
+        left = len(admitted)
+        while left and waiting and id(waiting[0]) in admitted:
+            waiting.popleft()
+            left -= 1
+        if left:  # a skipped request stands between admitted ones
+            self.waiting = type(waiting)(r for r in waiting if id(r) not in admitted)
 
     def _mix_with_running(self, plan: SGLangStepPlan) -> None:
         """Mixed chunk: the running decodes ride along if their next pages fit (never retracted)."""

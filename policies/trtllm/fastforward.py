@@ -94,7 +94,7 @@ class TrtllmFastForward:
             and self.kv.num_tokens(r.request_id) == r.num_computed_tokens
         )
 
-    def arrivals_wait(self) -> bool:
+    def arrivals_wait(self, longest_prompt: int) -> bool:
         """An arrival joins the executor queue, which the next step fetches: it ends the stretch."""
         return False
 

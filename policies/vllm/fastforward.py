@@ -82,7 +82,7 @@ class VllmFastForward(FastForwardBase):
             return None
         return s.running
 
-    def arrivals_wait(self) -> bool:
+    def arrivals_wait(self, longest_prompt: int) -> bool:
         """Whether requests arriving inside the stretch wait through it (see _admits_none)."""
         return self.waiters_stay
 

@@ -26,6 +26,7 @@ from schedsim.fastforward.commit import commit_metrics
 from schedsim.fastforward.timeline import DecodeCosts, StretchTimes, retime_last, timeline
 from schedsim.policies import FastForwardHooks, Request, RequestOutput, StepPlan, StepResult
 from schedsim.worlds.executor import SimExecutor, SimStep
+from schedsim.worlds.inputs import InputStream
 from schedsim.worlds.simpy_world import SimWorld
 
 InFlight = tuple[Any, StepPlan, int]  # a batch-queue entry: handle (a SimStep here), plan, index
@@ -72,7 +73,8 @@ class FastForward:
         if reqs is None:
             return 0
         # requests arriving inside wait through it (taken at their polls): only an abort ends it
-        take = world.inbox is None and hooks.arrivals_wait()
+        inputs = world.inputs
+        take = isinstance(inputs, InputStream) and hooks.arrivals_wait(inputs.longest_prompt)
         if due_now and not take:
             return 0
         prev = queue[0] if queue else None

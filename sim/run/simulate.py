@@ -128,7 +128,9 @@ def build_sim_run(
         world = SimWorld(engine, executor, cpu_model, inbox, until=cfg.max_sim_time, jump=jump, env=inbox.env)
         metrics = MetricsRecorder(policy, prep.columns, world.clock, record_itl=cfg.record_itl)
     else:
-        inputs = InputStream(prep.columns.arrival[rows], prep.aborts, make=prep.request)
+        longest = int(prep.columns.prompt[rows].max()) if len(rows) else 0
+        arrivals = prep.columns.arrival[rows]
+        inputs = InputStream(arrivals, prep.aborts, make=prep.request, longest_prompt=longest)
         world = SimWorld(engine, executor, cpu_model, inputs, until=cfg.max_sim_time, jump=jump)
         metrics = MetricsRecorder(policy, prep.columns, world.clock, record_itl=cfg.record_itl)
         inputs.make = _arrival_factory(prep, rows, oracle, metrics, requests)

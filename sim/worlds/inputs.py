@@ -14,6 +14,7 @@ from schedsim.policies import Request
 # event kinds in the input stream
 ARRIVAL: Final = 0
 ABORT: Final = 1
+UNBOUNDED: Final = 1 << 62  # longest_prompt where nothing bounds the prompts
 
 
 class InputStream:
@@ -28,14 +29,18 @@ class InputStream:
         arrivals: Sequence[Any],
         aborts: Sequence[tuple[float, str]],
         make: Callable[[int], Request] | None = None,
+        longest_prompt: int | None = None,
     ) -> None:
-        """arrivals: Requests, or (with `make`) arrival times."""
+        """arrivals: Requests, or (with `make`) arrival times; `longest_prompt`: a bound on their
+        prompts' lengths, where known (exact fast-forward's policies may rely on it)."""
         if make is None:
             ready: list[Request] = list(arrivals)
             times = np.array([r.arrival_time for r in ready], dtype=float)
             make = ready.__getitem__
+            longest_prompt = max((r.prompt_len for r in ready), default=0)
         else:
             times = np.asarray(arrivals, dtype=float)
+        self.longest_prompt: int = UNBOUNDED if longest_prompt is None else longest_prompt
         abort_times = np.array([t for t, _ in aborts], dtype=float)
         all_times = np.concatenate([times, abort_times])
         kinds = np.concatenate(

@@ -1,9 +1,9 @@
 """Stretches while requests wait: the vLLM schedulers jump when no schedule of the stretch can
 admit anyone (every seat taken, or the queue's head short of blocks however the stretch's pool
-and its prefix hits change), taking the arrivals inside at their polls and replaying the
-head-of-line tracker step by step. Tables and policy state are identical with fast-forward on
-and off, on shared-prefix workloads (hits in the free queue that evictions cut), with the
-scheduler options that change the head's demand, and with aborts."""
+and its prefix hits change), SGLang's while its batch is full; arrivals inside are taken at
+their polls and the head-of-line tracker judges every schedule. Tables and policy state are
+identical with fast-forward on and off, on shared-prefix workloads (hits in the free queue that
+evictions cut), with the scheduler options that change the head's demand, and with aborts."""
 
 from __future__ import annotations
 
@@ -19,6 +19,8 @@ from support.fastforward import VLLM_JUMPING, assert_same, assert_same_state_whe
 from support.workloads import SETTINGS
 
 pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
+
+QUEUED = sorted(VLLM_JUMPING | {("sglang-overlap", "async")})  # the policies that jump while some wait
 
 
 @st.composite
@@ -60,7 +62,7 @@ OPTIONS = st.fixed_dictionaries(
 )
 
 
-@pytest.mark.parametrize("policy,engine", sorted(VLLM_JUMPING))
+@pytest.mark.parametrize("policy,engine", QUEUED)
 @settings(parent=SETTINGS, max_examples=12)
 @given(
     wl=queued_workloads(),
@@ -94,7 +96,7 @@ def test_random_queues_identical(
         scheduling_policy="priority" if priority else "fcfs",
         abort_times={"q1": 0.05, "q3": 0.2} if abort else {},
         enable_chunked_prefill=chunked,
-        policy_options=options,
+        policy_options=options if policy.startswith("vllm") else {},
     )
     assert_same(cfg, workload=wl, check_invariants=True)
 
@@ -108,10 +110,11 @@ def saturated(policy: str, engine: str, **kw) -> tuple[RunConfig, pd.DataFrame]:
     return cfg, cap_tokens(load_workload("azure-conv-2023").iloc[:150], 1024)
 
 
-@pytest.mark.parametrize("policy,engine", sorted(VLLM_JUMPING))
+@pytest.mark.parametrize("policy,engine", QUEUED)
 def test_jumps_cover_steps_with_requests_waiting(policy: str, engine: str) -> None:
     """More steps are jumped than there are steps with nobody waiting: stretches run while the
-    queue's head is short of blocks, and arrivals join the queue inside them."""
+    queue's head is short of blocks (SGLang: while the batch is full), and arrivals join the
+    queue inside them."""
     cfg, wl = saturated(policy, engine)
     summary = assert_same(cfg, workload=wl)
     from schedsim import simulate
@@ -121,7 +124,7 @@ def test_jumps_cover_steps_with_requests_waiting(policy: str, engine: str) -> No
     assert (steps["num_waiting"] > 0).mean() > 0.5  # the configuration does queue
 
 
-@pytest.mark.parametrize("policy,engine", sorted(VLLM_JUMPING))
+@pytest.mark.parametrize("policy,engine", QUEUED)
 def test_queued_stretches_leave_identical_policy_state(
     policy: str, engine: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -146,3 +149,19 @@ def test_queued_stretches_leave_identical_policy_state(
 def test_saturated_options_identical(policy: str, engine: str, extra: dict) -> None:
     cfg, wl = saturated(policy, engine, **extra)
     assert assert_same(cfg, workload=wl)["fast_forward_steps"] > 0
+
+
+def test_sglang_intake_aborts_inside_full_batch_stretches_identical() -> None:
+    """A prompt too long for SGLang's intake is aborted on arrival and reported by the next
+    update: with such arrivals in the trace, arrivals end the stretch (tables still equal)."""
+    cfg, wl = saturated("sglang-overlap", "async")
+    long = wl.iloc[10:40:3].assign(prompt_tokens=1020, output_tokens=4)  # >= max_req_input_len
+    ids = [f"long{i}" for i in range(len(long))]
+    long = long.assign(request_id=ids, arrival_time=long["arrival_time"] + 0.011)
+    wl = pd.concat([wl, long]).sort_values("arrival_time", kind="stable").reset_index(drop=True)
+    summary = assert_same(cfg, workload=wl)
+    assert summary["fast_forward_steps"] > 0
+    from schedsim import simulate
+
+    reasons = simulate(cfg, workload=wl).requests.set_index("request_id")["finish_reason"]
+    assert (reasons[long["request_id"]] == "abort").all()
