@@ -21,13 +21,27 @@ counters).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from mypy_extensions import mypyc_attr
 
 from .kv_cache import KVCacheManager
+from .kv_cache.hashing import private_from
 from .plan import RequestOutput, StepPlan
 from .request import Request
+
+
+@dataclass(frozen=True)
+class HeadDemand:
+    """How a family's schedule asks the pool for the waiting queue's head (`_head_blocked`)."""
+
+    least_budget: int  # the fewest tokens any schedule of the stretch leaves for it
+    most_budget: int  # the most
+    chunked: bool  # a prompt over the budget gets a chunk of it (else it waits)
+    threshold: int = 0  # long_prefill_token_threshold, the least any schedule uses (0: none)
+    lookahead: int = 0  # slots reserved beyond the scheduled tokens
+    full_must_fit: bool = False  # the whole known sequence must fit (scheduler_reserve_full_isl)
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # the baselines, SGLang and TensorRT-LLM extend it
@@ -51,6 +65,45 @@ class FastForwardBase:
     def arrivals_wait(self, longest_prompt: int) -> bool:
         """Whether arrivals inside the stretch would wait through it (none by default)."""
         return False
+
+    def _head_blocked(self, head: Request, running: list[Request], demand: HeadDemand) -> bool:
+        """Whether the queue's head gets no blocks in any schedule of the stretch, however many
+        the stretch frees (only the first update may release fenced ones) and however its prefix
+        hit changes: a hit block in the free queue may be evicted by a decode's allocation, which
+        cuts the hit there (every cut is tried), and a hit never grows (`_hits_cannot_grow`)."""
+        kv = self.kv
+        hit, _ = kv.get_computed_blocks(head)  # the lookup the first schedule makes anyway
+        if not self._hits_cannot_grow(len(hit), running):
+            return False
+        free = kv.num_free_blocks + max(self._released_blocks(), 0)
+        ref_cnt, bs = kv.pool.ref_cnt, kv.block_size
+        max_model_len: int = self.config.max_model_len
+        cuts = [j for j in range(len(hit)) if ref_cnt[hit[j]] == 0]
+        cuts.append(len(hit))
+        for j in cuts:
+            num_new = head.num_tokens - j * bs
+            if 0 < demand.threshold < num_new:
+                num_new = demand.threshold
+            if num_new > demand.least_budget:
+                if demand.chunked:
+                    num_new = demand.least_budget  # fewer tokens never need more blocks
+                elif num_new > demand.most_budget:
+                    continue  # over every schedule's budget: it waits at this cut
+            need = min(j * bs + num_new + demand.lookahead, max_model_len)
+            if kv.fits(head, need, hit[:j], demand.full_must_fit, True, free):
+                return False
+        return True
+
+    def _hits_cannot_grow(self, h: int, running: list[Request]) -> bool:
+        """No running request can publish a block that extends a prefix hit of h blocks: each
+        one's blocks up to h are published already, or all it publishes from now on is private
+        (outside the hash map; KVCacheManager's lazy_private)."""
+        kv = self.kv
+        cached, bs = kv.num_cached_block, kv.block_size
+        for r in running:
+            if cached.get(r.request_id, 0) <= h and h < private_from(r, bs):
+                return False
+        return True
 
     def reported_finished_ids(self) -> list[str]:
         """Finished ids the next plan reports."""

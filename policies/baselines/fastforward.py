@@ -4,8 +4,10 @@ Their decode path is the shared BasePolicy's: every running request gets one tok
 `KVCacheManager.allocate_slots` (reserved-to-completion requests find their blocks already there),
 `_append_tokens` publishes the blocks its update completes (the ones the schedule published), and
 the length stop comes before EOS with the policy's own output cap (`max_new_tokens`). The steady
-state: one batch in flight, nothing waiting (so no admission and, for `static`, no new batch),
-nothing preempted, every running request a plain decode. The replay itself is shared
+state: one batch in flight, no admission, nothing preempted, every running request a plain
+decode. Requests may wait where no schedule of the stretch admits one (`OrcaFastForward`,
+`SarathiFastForward`: every seat taken, or the queue's head short of blocks as the policy asks
+for them); `static` jumps only while nothing waits for its next batch. The replay itself is shared
 (`schedsim.policies.fastforward`). Each policy declares the capability itself (`fast_forward()`):
 a policy derived from BasePolicy may schedule a steady batch differently, so it is never implied.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 from mypy_extensions import mypyc_attr
 
-from ..fastforward import FastForwardBase
+from ..fastforward import FastForwardBase, HeadDemand
 from ..request import Request, RequestStatus
 
 
@@ -22,14 +24,17 @@ from ..request import Request, RequestStatus
 class BaselineFastForward(FastForwardBase):
     """The baselines' steady state, KV call and counters (one batch in flight only)."""
 
+    waiters_stay = False  # the last steady_running's answer to arrivals_wait
+
     def steady_running(self, depth: int) -> list[Request] | None:
         """Running requests if the next iterations are plain one-token decodes of each."""
         p = self.policy
-        if depth != 1 or p.max_concurrent_batches != 1 or not p.running or p.waiting:
+        self.waiters_stay = False
+        if depth != 1 or p.max_concurrent_batches != 1 or not p.running:
             return None
         if (
             p.preempted_req_ids
-            or len(p.running) != len(p.requests)
+            or len(p.running) + len(p.waiting) != len(p.requests)
             or len(p.running) > self.config.max_num_batched_tokens
         ):
             return None
@@ -48,7 +53,39 @@ class BaselineFastForward(FastForwardBase):
                 or r.num_computed_tokens != r.prompt_len + len(r.output_token_ids) - 1
             ):
                 return None
+        if p.waiting and not self._admits_none():
+            return None
         return running
+
+    def arrivals_wait(self, longest_prompt: int) -> bool:
+        """Whether requests arriving inside the stretch wait through it (see _admits_none)."""
+        return self.waiters_stay
+
+    def _admits_none(self) -> bool:
+        """Whether no schedule of the stretch admits a waiting request (sets `waiters_stay`):
+        never said here, so a policy jumps only while nothing waits unless it says how it admits."""
+        return False
+
+    def _blocked_queue(self, demand: HeadDemand) -> bool:
+        """Every seat taken, or the queue's head (waiting or preempted, nothing stale, holding no
+        blocks) gets no blocks as `demand` asks (`_head_blocked`); under FCFS, arrivals join
+        behind it and wait too."""
+        p = self.policy
+        if len(p.running) >= self.config.max_num_seqs:
+            self.waiters_stay = True
+            return True
+        head: Request = p.waiting[0]
+        if (
+            head.status not in (RequestStatus.WAITING, RequestStatus.PREEMPTED)
+            or head.num_computed_tokens
+            or head.num_stale_output_tokens
+            or head.structured_output
+            or self.kv.get_block_ids(head.request_id)
+            or not self._head_blocked(head, p.running, demand)
+        ):
+            return False
+        self.waiters_stay = self.config.scheduling_policy == "fcfs"
+        return True
 
     def _max_new(self, r: Request) -> int:
         """The stop check's output cap (clipped to the pool for reserve-to-completion policies)."""
@@ -68,3 +105,27 @@ class BaselineFastForward(FastForwardBase):
     def _after_advance(self, reqs: list[Request], k: int) -> None:
         """The plan counter."""
         self.policy.step_id += k
+
+
+class OrcaFastForward(BaselineFastForward):
+    """orca: a waiting request is admitted whole, with its outputs' slots when reserving."""
+
+    def _admits_none(self) -> bool:
+        """The head's whole prompt over the budget the decodes leave, or its blocks missing."""
+        p = self.policy
+        budget = self.config.max_num_batched_tokens - len(p.running)
+        head: Request = p.waiting[0]
+        lookahead = max(p.max_new_tokens(head) - head.num_output_tokens - 1, 0) if p.reserve else 0
+        return self._blocked_queue(HeadDemand(budget, budget, chunked=False, lookahead=lookahead))
+
+
+class SarathiFastForward(BaselineFastForward):
+    """sarathi: a waiting request is admitted with a chunk of the budget the decodes leave."""
+
+    def _admits_none(self) -> bool:
+        """No budget left after the decodes, or the head's first chunk missing its blocks."""
+        budget = self.config.max_num_batched_tokens - len(self.policy.running)
+        if budget <= 0:
+            self.waiters_stay = True
+            return True
+        return self._blocked_queue(HeadDemand(budget, budget, chunked=True))

@@ -14,7 +14,7 @@ from ..plan import StepPlan
 from ..request import Request
 from .base import BasePolicy
 from .config import OrcaConfig
-from .fastforward import BaselineFastForward
+from .fastforward import OrcaFastForward
 
 
 def reserve_whole(policy: BasePolicy, req: Request, to_completion: bool = True) -> int | None:
@@ -38,9 +38,9 @@ class OrcaPolicy(BasePolicy):
         self.clip_max_new_to_pool = self.reserve
         super().__init__(config)
 
-    def fast_forward(self) -> BaselineFastForward:
+    def fast_forward(self) -> OrcaFastForward:
         """Exact fast-forward of steady decode stretches (SupportsFastForward)."""
-        return BaselineFastForward(self)
+        return OrcaFastForward(self)
 
     def schedule_into(self, plan: StepPlan) -> None:
         """Decode every running request, then admit whole prompts while budget and KV allow."""

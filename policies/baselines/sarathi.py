@@ -13,7 +13,7 @@ from ..plan import StepPlan
 from ..request import RequestStatus
 from .base import BasePolicy
 from .config import SarathiConfig
-from .fastforward import BaselineFastForward
+from .fastforward import SarathiFastForward
 
 
 class SarathiPolicy(BasePolicy):
@@ -25,9 +25,9 @@ class SarathiPolicy(BasePolicy):
     def __init__(self, config: SarathiConfig) -> None:
         super().__init__(config, watermark=config.watermark)
 
-    def fast_forward(self) -> BaselineFastForward:
+    def fast_forward(self) -> SarathiFastForward:
         """Exact fast-forward of steady decode stretches (SupportsFastForward)."""
-        return BaselineFastForward(self)
+        return SarathiFastForward(self)
 
     def schedule_into(self, plan: StepPlan) -> None:
         """Decodes, then ongoing prefill chunks, then new prefill chunks (unless we preempted)."""

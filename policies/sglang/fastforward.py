@@ -65,7 +65,9 @@ class SGLangFastForward(BaselineFastForward):
         """With the batch full, an arrival waits unseen (`get_new_batch_prefill` returns at once)
         unless its prompt is long enough for the intake to abort it, which the next update reports."""
         p = self.policy
-        return p.batch_is_full and longest_prompt < p.max_req_input_len
+        full: bool = p.batch_is_full
+        limit: int = p.max_req_input_len
+        return full and longest_prompt < limit
 
     def horizon(self, reqs: list[Request], limit: int) -> int:
         """Iterations before a length cap drops a request or a step's pages, counted from the

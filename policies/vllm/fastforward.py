@@ -22,8 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..fastforward import FastForwardBase
-from ..kv_cache.hashing import private_from
+from ..fastforward import FastForwardBase, HeadDemand
 from ..plan import RequestOutput, StepPlan
 from ..request import Request, RequestStatus
 from .utils import stop_status
@@ -88,9 +87,8 @@ class VllmFastForward(FastForwardBase):
 
     def _admits_none(self) -> bool:
         """Whether no schedule of the stretch admits a waiting request: every seat is taken, or
-        the queue's head cannot get its blocks however many the stretch frees (only the first
-        update may release fenced ones) and however its prefix hits change. Under FCFS an
-        arrival joins behind that head, so arrivals wait too (`waiters_stay`)."""
+        the queue's head, asked as `_schedule_waiting` asks, gets no blocks (`_head_blocked`).
+        Under FCFS an arrival joins behind that head, so arrivals wait too (`waiters_stay`)."""
         s, cfg = self.sched, self.config
         if len(s.running) >= s.max_num_active:
             self.waiters_stay = True
@@ -107,37 +105,17 @@ class VllmFastForward(FastForwardBase):
         budget = cfg.max_num_batched_tokens - len(s.running)  # what the decodes leave
         if budget <= 0:
             return False  # the async last schedule may leave some out and free budget
-        kv = self.kv
-        hit, _ = kv.get_computed_blocks(head)  # the lookup the first schedule makes anyway
-        if not self._hits_cannot_grow(len(hit)):
+        demand = HeadDemand(
+            least_budget=budget,
+            most_budget=cfg.max_num_batched_tokens,  # the async last schedule may leave some out
+            chunked=cfg.enable_chunked_prefill,
+            threshold=cfg.long_prefill_token_threshold,  # any schedule's is at least this
+            lookahead=s.num_lookahead_tokens,
+            full_must_fit=cfg.scheduler_reserve_full_isl,
+        )
+        if not self._head_blocked(head, s.running, demand):
             return False
-        free = kv.num_free_blocks + max(self._released_blocks(), 0)
-        # a free-queue hit may be evicted, which cuts the hit there: try every such cut
-        ref_cnt, bs = kv.pool.ref_cnt, kv.block_size
-        cuts = [j for j in range(len(hit)) if ref_cnt[hit[j]] == 0]
-        cuts.append(len(hit))
-        threshold = cfg.long_prefill_token_threshold  # the least any schedule of the stretch uses
-        for j in cuts:
-            num_new = head.num_tokens - j * bs
-            if 0 < threshold < num_new:
-                num_new = threshold
-            if cfg.enable_chunked_prefill and num_new > budget:
-                num_new = budget  # the least budget: fewer tokens need no more blocks
-            need = min(j * bs + num_new + s.num_lookahead_tokens, cfg.max_model_len)
-            if kv.fits(head, need, hit[:j], cfg.scheduler_reserve_full_isl, True, free):
-                return False
         self.waiters_stay = cfg.scheduling_policy == "fcfs"
-        return True
-
-    def _hits_cannot_grow(self, h: int) -> bool:
-        """No running request can publish a block that extends a prefix hit of h blocks: each
-        one's blocks up to h are published already, or all it publishes from now on is private
-        (outside the hash map; KVCacheManager's lazy_private)."""
-        kv = self.kv
-        cached, bs = kv.num_cached_block, kv.block_size
-        for r in self.sched.running:
-            if cached.get(r.request_id, 0) <= h and h < private_from(r, bs):
-                return False
         return True
 
     def reported_finished_ids(self) -> list[str]:

@@ -1,6 +1,7 @@
 """Stretches while requests wait: the vLLM schedulers jump when no schedule of the stretch can
 admit anyone (every seat taken, or the queue's head short of blocks however the stretch's pool
-and its prefix hits change), SGLang's while its batch is full; arrivals inside are taken at
+and its prefix hits change), orca and sarathi likewise as they ask for blocks, SGLang's while its
+batch is full; arrivals inside are taken at
 their polls and the head-of-line tracker judges every schedule. Tables and policy state are
 identical with fast-forward on and off, on shared-prefix workloads (hits in the free queue that
 evictions cut), with the scheduler options that change the head's demand, and with aborts."""
@@ -20,7 +21,8 @@ from support.workloads import SETTINGS
 
 pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
 
-QUEUED = sorted(VLLM_JUMPING | {("sglang-overlap", "async")})  # the policies that jump while some wait
+# the policies that jump while some wait
+QUEUED = sorted(VLLM_JUMPING | {("sglang-overlap", "async"), ("orca", "sync"), ("sarathi", "sync")})
 
 
 @st.composite
@@ -84,6 +86,11 @@ def test_random_queues_identical(
     abort: bool,
     chunked: bool,
 ) -> None:
+    kw: dict = {}  # what the policy lets a user set: vLLM everything, SGLang the queue's order
+    if policy.startswith("vllm"):
+        kw = dict(enable_chunked_prefill=chunked, policy_options=options)
+    if not policy.startswith(("orca", "sarathi")):
+        kw["scheduling_policy"] = "priority" if priority else "fcfs"
     cfg = RunConfig(
         policy=policy,
         engine=engine,
@@ -93,10 +100,8 @@ def test_random_queues_identical(
         max_model_len=256,
         block_size=16,
         latency_model="roofline",
-        scheduling_policy="priority" if priority else "fcfs",
         abort_times={"q1": 0.05, "q3": 0.2} if abort else {},
-        enable_chunked_prefill=chunked,
-        policy_options=options if policy.startswith("vllm") else {},
+        **kw,
     )
     assert_same(cfg, workload=wl, check_invariants=True)
 
@@ -165,3 +170,11 @@ def test_sglang_intake_aborts_inside_full_batch_stretches_identical() -> None:
 
     reasons = simulate(cfg, workload=wl).requests.set_index("request_id")["finish_reason"]
     assert (reasons[long["request_id"]] == "abort").all()
+
+
+@pytest.mark.parametrize("reservation", ["max_tokens", "none"])
+@pytest.mark.parametrize("seqs", [8, 64])
+def test_orca_reservations_identical(reservation: str, seqs: int) -> None:
+    """orca asks for the whole prompt, plus every output's slot when it reserves to completion."""
+    cfg, wl = saturated("orca", "sync", max_num_seqs=seqs, policy_options={"kv_reservation": reservation})
+    assert assert_same(cfg, workload=wl)["fast_forward_steps"] > 0
