@@ -131,6 +131,8 @@ class FastForward:
             if r.eos_token_id is not None and not r.ignore_eos and last >= out:
                 horizon = last - out + ends  # delivered positions out .. out + k - 1: EOS at most last
                 if horizon < k:
+                    if horizon < MIN_JUMP:
+                        return 0  # an EOS is due now: no need to look further
                     k = horizon
         return k
 
