@@ -219,7 +219,6 @@ class FastForward:
         if hol is None and due is None:
             return [float(waiting)] * k
         out: list[float] = []
-        judged = -1.0  # the usage of the last judgement (-1: none yet, or the queue changed since)
         last_n = t.last_n if t.last_n >= 0 else n
         for i in range(k):
             c = t.poll(i)
@@ -228,18 +227,9 @@ class FastForward:
                 nxt = stream.next_time()
                 due = nxt if nxt is not None and nxt <= t.poll(k - 1) else None
                 running, waiting = policy.get_request_counts()
-                judged = -1.0
             out.append(float(waiting))
-            if hol is None:
-                continue
-            now = t.sched(i)
-            if hol.count == 0 and hol.pending is None:
-                hol.since = now
-            elif usage[i] == judged and (i < k - 1 or last_n == n):
-                hol.charge(now)  # the same queue, usage and budget: the same requests blocked
-            else:
-                hol.judge(now, last_n if i == k - 1 else n, running, usage[i])
-                judged = usage[i]
+            if hol is not None:
+                hol.judge(t.sched(i), last_n if i == k - 1 else n, running, usage[i])
         return out
 
     def _finish_at_end(self, world: SimWorld, reqs: list[Request], step: int, times: StretchTimes) -> None:

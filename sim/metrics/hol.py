@@ -7,7 +7,9 @@ chunk, with chunked prefill) would fit in the leftover budget and the free KV bl
 time until the next schedule(). Preempted requests waiting to resume sit at the front of the queue
 (vLLM prepends them), so while any exists every never-scheduled request is behind a blocker.
 The queue order is arrival order, or (priority, arrival) for the priority policy. Vectorised over
-the waiting window, so overloaded runs with long queues stay cheap.
+the waiting window, so overloaded runs with long queues stay cheap; a judgement of an unchanged
+queue under a size limit no higher than the last one's, which every blocked request still meets,
+keeps the blocked set as it is (as the KV pool fills step by step, most judgements).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 import numpy as np
 from schedsim.metrics.workload import WorkloadColumns
 from schedsim.policies import StepPlan
+
+EVERYONE = 1 << 62  # the size limit when every waiting request would fit
 
 
 class HeadOfLineTracker:
@@ -44,6 +48,12 @@ class HeadOfLineTracker:
         self.preempted: dict[str, None] = {}
         self.pending: np.ndarray | None = None
         self.since = 0.0
+        # the last judgement: the queue it saw (`version`, bumped when the queue changes), the
+        # size limit it applied (-1: none, it judged nobody blocked) and the largest blocked prompt
+        self.version = 0
+        self.judged: tuple[int, bool] = (-1, False)
+        self.judged_limit = -1
+        self.pending_max = 0
 
     def added(self, idx: int) -> None:
         """A request reached the engine."""
@@ -51,6 +61,7 @@ class HeadOfLineTracker:
         if not self.waiting[r]:
             self.waiting[r] = True
             self.count += 1
+            self.version += 1
             self.hi = max(self.hi, r + 1)
             self.lo = min(self.lo, r)
 
@@ -60,6 +71,7 @@ class HeadOfLineTracker:
         if self.waiting[r]:
             self.waiting[r] = False
             self.count -= 1
+            self.version += 1
         while self.lo < self.hi and not self.waiting[self.lo]:
             self.lo += 1
 
@@ -83,25 +95,32 @@ class HeadOfLineTracker:
         """After a schedule of num_scheduled tokens (`preempted`: it preempted some): charge the
         interval before it, then find who is blocked until the next one."""
         self.charge(now)
-        self.pending = None
         budget = self.budget - num_scheduled
         if self.count == 0 or preempted or running >= self.seats or budget <= 0:
+            self.pending, self.judged_limit = None, -1
             return
-        lo, hi = self.lo, self.hi
-        wait = self.waiting[lo:hi]
         free_tokens = int((1.0 - kv_usage) * self.usable + 1e-9) * self.block_size
         # who fits: with chunked prefill a first chunk of min(prompt, budget) tokens needs free
         # KV (everyone fits when the budget does), without it the whole prompt needs both
         if self.chunked and budget <= free_tokens:
-            fits = wait.copy()
+            limit = EVERYONE
         else:
             limit = free_tokens if self.chunked else min(budget, free_tokens)
-            fits = wait & (self.prompt[lo:hi] <= limit)
+        seen = (self.version, bool(self.preempted))
+        if seen == self.judged and self.pending_max <= limit <= self.judged_limit:
+            self.judged_limit = limit  # the same queue, a lower limit every blocked one still fits
+            return
+        self.judged, self.judged_limit = seen, limit
+        self.pending, self.pending_max = None, 0
+        lo, hi = self.lo, self.hi
+        wait = self.waiting[lo:hi]
+        fits = wait & (self.prompt[lo:hi] <= limit)
         if not self.preempted:  # the head of the queue is the blocker, not blocked behind one
             fits[self._head(wait, lo)] = False
         hit = fits.nonzero()[0]  # the array methods: numpy's module functions add a Python call
         if len(hit):
             self.pending = hit + lo
+            self.pending_max = int(self.prompt[self.pending].max())
 
     def _head(self, wait: np.ndarray, lo: int) -> int:
         """Window offset of the first request in queue order."""

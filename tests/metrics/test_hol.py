@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from schedsim.metrics.hol import HeadOfLineTracker
 from schedsim.metrics.workload import WorkloadColumns
 from schedsim.policies import Request, StepPlan
@@ -60,3 +62,72 @@ def test_a_preempted_request_waiting_to_resume_blocks_everyone_behind_it():
     t.step(2.25, StepPlan(), running=1, kv_usage=0.0)
     # chunked: every chunk min(prompt, 512) must fit 160 free tokens: only "small" fits
     assert t.per_request().tolist() == [0.0, 0.25, 0.0]
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    prompts=st.lists(st.integers(1, 400), min_size=1, max_size=12),
+    events=st.lists(
+        st.tuples(
+            st.sampled_from(["step", "step", "step", "add", "left", "preempt", "resume"]),
+            st.integers(0, 11),
+            st.integers(0, 10),  # free blocks after the step (of 10)
+            st.integers(0, 600),  # tokens the step scheduled
+        ),
+        max_size=40,
+    ),
+    chunked=st.booleans(),
+    priority=st.booleans(),
+)
+def test_keeping_the_blocked_set_equals_judging_afresh(
+    prompts: list[int], events: list[tuple[str, int, int, int]], chunked: bool, priority: bool
+) -> None:
+    """A judgement that keeps the blocked set (same queue, a lower limit they all meet) charges
+    exactly what judging every schedule from scratch charges, whatever the queue does."""
+    reqs = [Request(f"r{i}", 0.1 * i, p, 5, priority=i % 3) for i, p in enumerate(prompts)]
+
+    def tracker() -> HeadOfLineTracker:
+        return HeadOfLineTracker(
+            WorkloadColumns.from_requests(reqs),
+            max_num_seqs=8,
+            max_num_batched_tokens=512,
+            chunked=chunked,
+            block_size=16,
+            usable_blocks=10,
+            priority=priority,
+        )
+
+    kept, fresh = tracker(), tracker()
+    for t in (kept, fresh):  # a queue to start with
+        for i in range(len(reqs)):
+            t.added(i)
+    now = 0.0
+    for kind, idx, free, scheduled in events:
+        i = idx % len(reqs)
+        for t in (kept, fresh):
+            if kind == "add":
+                t.added(i)
+            elif kind == "left":
+                t.left(i)
+            else:
+                plan = StepPlan(total_num_scheduled_tokens=scheduled)
+                if kind == "preempt":
+                    plan.preempted_req_ids = [f"p{idx}"]
+                elif kind == "resume":
+                    plan.resumed_req_ids = list(t.preempted)[:1]
+                t.step(now, plan, running=1, kv_usage=1.0 - free / 10)
+        fresh.judged = (-1, False)  # forget the last judgement: judge afresh every time
+        now += 0.125 + 0.01 * idx
+    assert kept.per_request().tolist() == fresh.per_request().tolist()
+
+
+def test_a_resume_that_empties_the_preempted_set_is_judged_afresh():
+    """The queue's head is blocked behind a preempted request, then (the same queue, the same
+    limit) it is the blocker itself once that request resumes: it is no longer charged."""
+    t, _ = _tracker(chunked=True)
+    t.left(0)  # "big" was scheduled: "small" heads the queue
+    t.step(1.0, StepPlan(preempted_req_ids=["old"]), running=1, kv_usage=0.0)
+    t.step(2.0, StepPlan(), running=1, kv_usage=0.0)  # "old" waits at the front: "small" is behind it
+    t.step(3.0, StepPlan(resumed_req_ids=["old"]), running=1, kv_usage=0.0)
+    t.step(4.0, StepPlan(), running=1, kv_usage=0.0)
+    assert t.per_request().tolist() == [0.0, 1.0, 0.0]  # charged from 2.0 to 3.0 only
