@@ -7,10 +7,9 @@ chunk, with chunked prefill) would fit in the leftover budget and the free KV bl
 time until the next schedule(). Preempted requests waiting to resume sit at the front of the queue
 (vLLM prepends them), so while any exists every never-scheduled request is behind a blocker.
 The queue order is arrival order, or (priority, arrival) for the priority policy. Vectorised over
-the waiting window, so overloaded runs with long queues stay cheap. The blocked set is kept by
-prompt size with its charges gathered (one contiguous add a schedule, written back when the set
-changes); a judgement of an unchanged queue under a size limit no higher than the last one's (as
-the KV pool fills step by step, most judgements) only drops the blocked requests over it.
+the waiting window, so overloaded runs with long queues stay cheap; a judgement of an unchanged
+queue under a size limit no higher than the last one's, which every blocked request still meets,
+keeps the blocked set as it is (as the KV pool fills step by step, most judgements).
 """
 
 from __future__ import annotations
@@ -47,17 +46,14 @@ class HeadOfLineTracker:
         self.seats, self.budget, self.chunked = max_num_seqs, max_num_batched_tokens, chunked
         self.block_size, self.usable, self.priority = block_size, usable_blocks, priority
         self.preempted: dict[str, None] = {}
-        # the blocked requests (ranks, by prompt size) and their HOL seconds so far, charged here
-        # and written back to `hol` when the set changes
         self.pending: np.ndarray | None = None
-        self.pending_sizes: np.ndarray | None = None
-        self.charged: np.ndarray | None = None
         self.since = 0.0
-        # the last judgement: the queue it saw (`version`, bumped when the queue changes) and the
-        # size limit it applied (-1: none, it judged nobody blocked)
+        # the last judgement: the queue it saw (`version`, bumped when the queue changes), the
+        # size limit it applied (-1: none, it judged nobody blocked) and the largest blocked prompt
         self.version = 0
         self.judged: tuple[int, bool] = (-1, False)
         self.judged_limit = -1
+        self.pending_max = 0
 
     def added(self, idx: int) -> None:
         """A request reached the engine."""
@@ -89,34 +85,9 @@ class HeadOfLineTracker:
 
     def charge(self, now: float) -> None:
         """Charge the blocked requests the interval since the previous schedule."""
-        if self.charged is not None:
-            self.charged += now - self.since  # each one's sum, in the same order of additions
-        self.since = now
-
-    def _block(self, pending: np.ndarray | None) -> None:
-        """Write the blocked set's charges back and block `pending` (ranks) instead."""
         if self.pending is not None:
-            self.hol[self.pending] = self.charged
-        self.pending, self.pending_sizes, self.charged = None, None, None
-        if pending is not None and len(pending):
-            sizes = self.prompt[pending]
-            by_size = sizes.argsort(kind="stable")
-            self.pending, self.pending_sizes = pending[by_size], sizes[by_size]
-            self.charged = self.hol[self.pending]
-
-    def _unblock_over(self, limit: int) -> None:
-        """The same queue under a lower size limit: the blocked requests over it are not blocked."""
-        sizes = self.pending_sizes
-        if sizes is None or sizes[-1] <= limit:
-            return
-        keep = int(sizes.searchsorted(limit, side="right"))
-        if keep == 0:
-            self._block(None)
-            return
-        assert self.pending is not None and self.charged is not None
-        self.hol[self.pending[keep:]] = self.charged[keep:]
-        self.pending, self.charged = self.pending[:keep], self.charged[:keep]
-        self.pending_sizes = sizes[:keep]
+            self.hol[self.pending] += now - self.since
+        self.since = now
 
     def judge(
         self, now: float, num_scheduled: int, running: int, kv_usage: float, preempted: bool = False
@@ -126,8 +97,7 @@ class HeadOfLineTracker:
         self.charge(now)
         budget = self.budget - num_scheduled
         if self.count == 0 or preempted or running >= self.seats or budget <= 0:
-            self._block(None)
-            self.judged_limit = -1
+            self.pending, self.judged_limit = None, -1
             return
         free_tokens = int((1.0 - kv_usage) * self.usable + 1e-9) * self.block_size
         # who fits: with chunked prefill a first chunk of min(prompt, budget) tokens needs free
@@ -137,18 +107,20 @@ class HeadOfLineTracker:
         else:
             limit = free_tokens if self.chunked else min(budget, free_tokens)
         seen = (self.version, bool(self.preempted))
-        if seen == self.judged and limit <= self.judged_limit:
-            self.judged_limit = limit  # the same queue under a lower limit: a subset stays blocked
-            self._unblock_over(limit)
+        if seen == self.judged and self.pending_max <= limit <= self.judged_limit:
+            self.judged_limit = limit  # the same queue, a lower limit every blocked one still fits
             return
         self.judged, self.judged_limit = seen, limit
+        self.pending, self.pending_max = None, 0
         lo, hi = self.lo, self.hi
         wait = self.waiting[lo:hi]
         fits = wait & (self.prompt[lo:hi] <= limit)
         if not self.preempted:  # the head of the queue is the blocker, not blocked behind one
             fits[self._head(wait, lo)] = False
         hit = fits.nonzero()[0]  # the array methods: numpy's module functions add a Python call
-        self._block(hit + lo if len(hit) else None)
+        if len(hit):
+            self.pending = hit + lo
+            self.pending_max = int(self.prompt[self.pending].max())
 
     def _head(self, wait: np.ndarray, lo: int) -> int:
         """Window offset of the first request in queue order."""
@@ -159,8 +131,6 @@ class HeadOfLineTracker:
 
     def per_request(self) -> np.ndarray:
         """HOL seconds in workload order."""
-        if self.pending is not None:
-            self.hol[self.pending] = self.charged  # (idempotent: the blocked set keeps its sums)
         out = np.empty_like(self.hol)
         out[self.order] = self.hol
         return out
