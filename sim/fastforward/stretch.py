@@ -31,6 +31,9 @@ from schedsim.worlds.simpy_world import SimWorld
 
 InFlight = tuple[Any, StepPlan, int]  # a batch-queue entry: handle (a SimStep here), plan, index
 MIN_JUMP: Final = 1  # even a one-iteration jump costs less than an ordinary iteration
+# While requests wait a jump also certifies the queue's head and judges every schedule for
+# head-of-line blocking: one iteration then costs about what the iteration itself would.
+MIN_QUEUED_JUMP: Final = 2
 MAX_JUMP: Final = 4096  # bounds the arrays of one jump
 
 
@@ -77,11 +80,12 @@ class FastForward:
         take = isinstance(inputs, InputStream) and hooks.arrivals_wait(inputs.longest_prompt)
         if due_now and not take:
             return 0
+        least = MIN_QUEUED_JUMP if engine.policy.get_request_counts()[1] else MIN_JUMP
         prev = queue[0] if queue else None
         limit = self._executor_horizon(world, reqs, prev)
-        if limit >= MIN_JUMP:
+        if limit >= least:
             limit = hooks.horizon(reqs, limit)
-        if limit < MIN_JUMP:
+        if limit < least:
             return 0
         times = timeline(world, self.costs, reqs, prev, limit, take)
         k = len(times)
@@ -92,7 +96,7 @@ class FastForward:
             if not retime_last(world, self.costs, prev, times, kept, take):
                 k -= 1
                 skipped = []
-        if k < MIN_JUMP:
+        if k < least:
             return 0
         self._apply(world, reqs, prev, k, times, skipped, take)
         return k
