@@ -177,7 +177,8 @@ def _ctrl_c(argv: list[str], lock: Path, wait_s: float) -> tuple[int, str, float
 @pytest.mark.skipif(sys.platform != "linux", reason="signals to a process group, Linux only")
 def test_ctrl_c_stops_a_run_and_its_plot_worker_promptly(tmp_path: Path) -> None:
     out = tmp_path / "out"
-    argv = ["run", "--max-requests", "100000", "--out", str(out)]
+    # step by step: the whole default replay must still be running when Ctrl-C comes
+    argv = ["run", "--max-requests", "100000", "--no-fast-forward", "--out", str(out)]
     rc, err, took = _ctrl_c(argv, tmp_path / ".out.lock", 2.0)
     assert (rc, err) == (130, "schedsim run: interrupted; nothing written\n") and took < 10
     assert list(tmp_path.iterdir()) == []  # no folder, no temporary, no lock
@@ -192,6 +193,7 @@ def test_ctrl_c_stops_a_sweep_on_a_process_pool_promptly(tmp_path: Path) -> None
         "rate=1,2,3,4",
         "--max-requests",
         "100000",
+        "--no-fast-forward",
         "--workers",
         "2",
         "--out",
