@@ -6,8 +6,8 @@ Not part of the test suite (it runs for minutes): random multi-turn workloads wi
 prompts, priorities, aborts, KV-load failures, deferred block frees, tight pools, block sizes,
 engines and every policy that jumps. Prints one line per difference (seed and config), counts
 configurations the policy rejects (e.g. orca/static need max_num_batched_tokens >=
-max_model_len) and runs that stop where TensorRT-LLM itself fails or wedges (identically with it on
-and off), and a summary line. POLICY_PREFIX (e.g. `trtllm:`) draws only the policies it starts.
+max_model_len) and runs that stop where TensorRT-LLM itself fails or a policy wedges (identically
+with it on and off), and a summary line. POLICY_PREFIX (e.g. `trtllm:`) draws only the policies it starts.
 """
 
 import json
@@ -17,6 +17,7 @@ import tempfile
 import time
 
 from schedsim import RunConfig, simulate
+from schedsim.engine.loop import PolicyStuckError
 from schedsim.policies.trtllm import TrtllmFailure
 
 
@@ -133,7 +134,7 @@ def one(seed: int, tmp: str, prefix: str = "") -> int | str:
     for ff in (False, True):
         try:
             res.append(simulate(RunConfig(fast_forward=ff, **kw)))
-        except TrtllmFailure as stop:
+        except (TrtllmFailure, PolicyStuckError) as stop:  # a failure or a wedge: the same both ways
             stops.append(str(stop))
     if stops:
         if len(stops) == 2 and stops[0] == stops[1]:
@@ -171,8 +172,8 @@ def main() -> None:
                 jumped += r
             n += 1
     print(
-        f"{n} configurations ({rejected} rejected by their policy, {stopped} stopped where TensorRT-LLM "
-        f"fails), {diffs} differences, {jumped} steps jumped in total"
+        f"{n} configurations ({rejected} rejected by their policy, {stopped} stopped where a policy "
+        f"fails or wedges), {diffs} differences, {jumped} steps jumped in total"
     )
 
 

@@ -149,6 +149,11 @@ def test_ctrl_c_in_a_sweep_keeps_the_finished_points_and_resumes(
     assert (out / MARKER).is_file()
 
 
+def _default_sigint() -> None:
+    """A foreground job takes Ctrl-C (a shell's background job inherits SIGINT ignored)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _ctrl_c(argv: list[str], lock: Path, wait_s: float) -> tuple[int, str, float]:
     """Run `schedsim ARGV` in its own process group, press Ctrl-C (SIGINT to the group) `wait_s`
     after it took its folder's lock; (exit status, stderr, seconds from Ctrl-C to exit)."""
@@ -158,6 +163,7 @@ def _ctrl_c(argv: list[str], lock: Path, wait_s: float) -> tuple[int, str, float
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group, as a terminal's foreground job
+        preexec_fn=_default_sigint,  # whatever this test's own shell ignores
     )
     try:
         deadline = time.monotonic() + 120
