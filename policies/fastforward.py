@@ -73,8 +73,6 @@ class FastForwardBase:
         cuts the hit there (every cut is tried), and a hit never grows (`_hits_cannot_grow`)."""
         kv = self.kv
         hit, _ = kv.get_computed_blocks(head)  # the lookup the first schedule makes anyway
-        if not self._hits_cannot_grow(len(hit), running):
-            return False
         free = kv.num_free_blocks + max(self._released_blocks(), 0)
         ref_cnt, bs = kv.pool.ref_cnt, kv.block_size
         max_model_len: int = self.config.max_model_len
@@ -92,7 +90,7 @@ class FastForwardBase:
             need = min(j * bs + num_new + demand.lookahead, max_model_len)
             if kv.fits(head, need, hit[:j], demand.full_must_fit, True, free):
                 return False
-        return True
+        return self._hits_cannot_grow(len(hit), running)  # (last: the one pass over the batch)
 
     def _hits_cannot_grow(self, h: int, running: list[Request]) -> bool:
         """No running request can publish a block that extends a prefix hit of h blocks: each
