@@ -29,7 +29,7 @@ from mypy_extensions import mypyc_attr
 from .kv_cache import KVCacheManager
 from .kv_cache.hashing import private_from
 from .plan import RequestOutput, StepPlan
-from .request import Request
+from .request import Request, RequestStatus
 
 
 @dataclass(frozen=True)
@@ -57,14 +57,38 @@ class FastForwardBase:
         self.kv: KVCacheManager = policy.kv
         # outputs in flight per request in the steady state: 0 sync, 1 with two batches
         self.lag: int = policy.max_concurrent_batches - 1
+        self.waiters_stay = False  # the last steady_running's answer to arrivals_wait
 
     def steady_running(self, depth: int) -> list[Request] | None:
         """The running requests if the next iterations are plain decodes of each, else None."""
         return None
 
     def arrivals_wait(self, longest_prompt: int) -> bool:
-        """Whether arrivals inside the stretch would wait through it (none by default)."""
-        return False
+        """Whether arrivals inside the stretch wait through it (the last `_blocked_queue` says)."""
+        return self.waiters_stay
+
+    def _blocked_queue(
+        self, head: Request, running: list[Request], seats: int, demand: HeadDemand | None
+    ) -> bool:
+        """Whether no schedule of the stretch admits a waiting request: every seat is taken, or
+        the queue's head (waiting or preempted, nothing stale, no grammar, holding no blocks) gets
+        no blocks as `demand` asks (`_head_blocked`; None: the family cannot tell). Sets
+        `waiters_stay`: under FCFS an arrival joins behind that head, so it waits too."""
+        if len(running) >= seats:
+            self.waiters_stay = True
+            return True
+        if (
+            demand is None
+            or head.status not in (RequestStatus.WAITING, RequestStatus.PREEMPTED)
+            or head.num_computed_tokens
+            or head.num_stale_output_tokens
+            or head.structured_output
+            or self.kv.get_block_ids(head.request_id)
+            or not self._head_blocked(head, running, demand)
+        ):
+            return False
+        self.waiters_stay = self.config.scheduling_policy == "fcfs"
+        return True
 
     def _head_blocked(self, head: Request, running: list[Request], demand: HeadDemand) -> bool:
         """Whether the queue's head gets no blocks in any schedule of the stretch, however many

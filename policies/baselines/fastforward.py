@@ -24,8 +24,6 @@ from ..request import Request, RequestStatus
 class BaselineFastForward(FastForwardBase):
     """The baselines' steady state, KV call and counters (one batch in flight only)."""
 
-    waiters_stay = False  # the last steady_running's answer to arrivals_wait
-
     def steady_running(self, depth: int) -> list[Request] | None:
         """Running requests if the next iterations are plain one-token decodes of each."""
         p = self.policy
@@ -57,35 +55,10 @@ class BaselineFastForward(FastForwardBase):
             return None
         return running
 
-    def arrivals_wait(self, longest_prompt: int) -> bool:
-        """Whether requests arriving inside the stretch wait through it (see _admits_none)."""
-        return self.waiters_stay
-
     def _admits_none(self) -> bool:
         """Whether no schedule of the stretch admits a waiting request (sets `waiters_stay`):
         never said here, so a policy jumps only while nothing waits unless it says how it admits."""
         return False
-
-    def _blocked_queue(self, demand: HeadDemand) -> bool:
-        """Every seat taken, or the queue's head (waiting or preempted, nothing stale, holding no
-        blocks) gets no blocks as `demand` asks (`_head_blocked`); under FCFS, arrivals join
-        behind it and wait too."""
-        p = self.policy
-        if len(p.running) >= self.config.max_num_seqs:
-            self.waiters_stay = True
-            return True
-        head: Request = p.waiting[0]
-        if (
-            head.status not in (RequestStatus.WAITING, RequestStatus.PREEMPTED)
-            or head.num_computed_tokens
-            or head.num_stale_output_tokens
-            or head.structured_output
-            or self.kv.get_block_ids(head.request_id)
-            or not self._head_blocked(head, p.running, demand)
-        ):
-            return False
-        self.waiters_stay = self.config.scheduling_policy == "fcfs"
-        return True
 
     def _max_new(self, r: Request) -> int:
         """The stop check's output cap (clipped to the pool for reserve-to-completion policies)."""
@@ -116,7 +89,8 @@ class OrcaFastForward(BaselineFastForward):
         budget = self.config.max_num_batched_tokens - len(p.running)
         head: Request = p.waiting[0]
         lookahead = max(p.max_new_tokens(head) - head.num_output_tokens - 1, 0) if p.reserve else 0
-        return self._blocked_queue(HeadDemand(budget, budget, chunked=False, lookahead=lookahead))
+        demand = HeadDemand(budget, budget, chunked=False, lookahead=lookahead)
+        return self._blocked_queue(head, p.running, self.config.max_num_seqs, demand)
 
 
 class SarathiFastForward(BaselineFastForward):
@@ -124,8 +98,10 @@ class SarathiFastForward(BaselineFastForward):
 
     def _admits_none(self) -> bool:
         """No budget left after the decodes, or the head's first chunk missing its blocks."""
-        budget = self.config.max_num_batched_tokens - len(self.policy.running)
+        p = self.policy
+        budget = self.config.max_num_batched_tokens - len(p.running)
         if budget <= 0:
             self.waiters_stay = True
             return True
-        return self._blocked_queue(HeadDemand(budget, budget, chunked=True))
+        demand = HeadDemand(budget, budget, chunked=True)
+        return self._blocked_queue(p.waiting[0], p.running, self.config.max_num_seqs, demand)

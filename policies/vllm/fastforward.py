@@ -39,7 +39,6 @@ class VllmFastForward(FastForwardBase):
     def __init__(self, scheduler: Scheduler) -> None:
         super().__init__(scheduler)
         self.sched = scheduler
-        self.waiters_stay = False  # the last steady_running's answer to arrivals_wait
 
     def steady_running(self, depth: int) -> list[Request] | None:
         """The running requests if the next iterations are plain decodes of each, else None."""
@@ -81,42 +80,22 @@ class VllmFastForward(FastForwardBase):
             return None
         return s.running
 
-    def arrivals_wait(self, longest_prompt: int) -> bool:
-        """Whether requests arriving inside the stretch wait through it (see _admits_none)."""
-        return self.waiters_stay
-
     def _admits_none(self) -> bool:
-        """Whether no schedule of the stretch admits a waiting request: every seat is taken, or
-        the queue's head, asked as `_schedule_waiting` asks, gets no blocks (`_head_blocked`).
-        Under FCFS an arrival joins behind that head, so arrivals wait too (`waiters_stay`)."""
+        """Whether no schedule of the stretch admits a waiting request, its head asked as
+        `_schedule_waiting` asks (`_blocked_queue`); a KV connector's head is never certified."""
         s, cfg = self.sched, self.config
-        if len(s.running) >= s.max_num_active:
-            self.waiters_stay = True
-            return True
-        head = s.waiting.peek_request()
-        if (
-            head.status not in (RequestStatus.WAITING, RequestStatus.PREEMPTED)
-            or head.num_computed_tokens
-            or head.structured_output
-            or head.num_stale_output_tokens
-            or s.connector is not None
-        ):
-            return False
         budget = cfg.max_num_batched_tokens - len(s.running)  # what the decodes leave
-        if budget <= 0:
-            return False  # the async last schedule may leave some out and free budget
-        demand = HeadDemand(
-            least_budget=budget,
-            most_budget=cfg.max_num_batched_tokens,  # the async last schedule may leave some out
-            chunked=cfg.enable_chunked_prefill,
-            threshold=cfg.long_prefill_token_threshold,  # any schedule's is at least this
-            lookahead=s.num_lookahead_tokens,
-            full_must_fit=cfg.scheduler_reserve_full_isl,
-        )
-        if not self._head_blocked(head, s.running, demand):
-            return False
-        self.waiters_stay = cfg.scheduling_policy == "fcfs"
-        return True
+        demand = None
+        if s.connector is None and budget > 0:  # (the async last schedule may free budget)
+            demand = HeadDemand(
+                least_budget=budget,
+                most_budget=cfg.max_num_batched_tokens,  # the async last schedule may leave some out
+                chunked=cfg.enable_chunked_prefill,
+                threshold=cfg.long_prefill_token_threshold,  # any schedule's is at least this
+                lookahead=s.num_lookahead_tokens,
+                full_must_fit=cfg.scheduler_reserve_full_isl,
+            )
+        return self._blocked_queue(s.waiting.peek_request(), s.running, s.max_num_active, demand)
 
     def reported_finished_ids(self) -> list[str]:
         """Finished ids the next plan reports."""
