@@ -144,6 +144,9 @@ class FastForwardBase:
         """The plan the stretch's last schedule() made (families with two batches in flight)."""
         raise NotImplementedError
 
+    def end_stretch(self) -> None:
+        """Waiting requests stay where they are (their queue is the scheduler's own)."""
+
     def _max_new(self, r: Request) -> int:
         """The output length at which the policy stops a request."""
         return r.max_tokens

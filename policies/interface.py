@@ -110,6 +110,10 @@ class FastForwardHooks(Protocol):
     def in_flight_plan(self, reqs: list[Request]) -> StepPlan:
         """The plan the stretch's last schedule() made (with two batches, it stays in flight)."""
 
+    def end_stretch(self) -> None:
+        """After the jump's polls took their arrivals: leave the requests that wait through the
+        stretch where its schedules would have (TensorRT-LLM activates them)."""
+
 
 @runtime_checkable
 class SupportsFastForward(Protocol):

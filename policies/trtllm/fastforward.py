@@ -14,18 +14,32 @@ allocations through the real manager in step order (iteration, then batch order)
 queue, block tables and evictions come out identical, and advances the counters. No stretch starts
 while a KV transfer of a disaggregated pair is in flight: its end frees blocks (a send) or turns a
 request into a generation (a receive) at a step only the cluster knows.
+
+Requests may wait through a stretch when no schedule of it admits one (`_queue_blocked`): every
+seat of the active set is a generation (the executor queue waits unseen), static batch already has
+its batch, or the queue's head (the first context in the active set, else the executor queue's
+first, which the next schedule activates) misses on blocks in every schedule. Guaranteed-no-evict
+compares the head's blocks to completion with the free blocks less the generations' reservations
+to completion, which a decode stretch leaves unchanged (each boundary allocation takes one block
+from both); max-utilization compares its next-step blocks with the free blocks, which only fall.
+Inside a stretch no block is stored and held blocks stay held, so the head's reuse credit can only
+fall and its need only grow: it stays blocked. Either loop stops at the head, so nothing behind it
+is looked at, and arrivals wait (`arrivals_wait`). The jump activates the executor queue once, after its polls
+have taken their arrivals (`end_stretch`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import islice
 from typing import TYPE_CHECKING
 
 from ..plan import RequestOutput, StepPlan
 from ..request import Request, RequestStatus
 from .capacity import CapacitySchedulerPolicy
+from .kv_cache_manager import NO_REUSE
 from .micro_batch import sort_by_lora
-from .state import LlmRequest, LlmRequestState
+from .state import LlmRequest, LlmRequestState, LlmRequestType
 
 if TYPE_CHECKING:
     from .policy import TrtllmPolicy
@@ -41,34 +55,112 @@ class TrtllmFastForward:
         self.policy = policy
         self.config = policy.config
         self.kv = policy.kv
+        self.waiters_stay = False  # the last steady_running's answer to arrivals_wait
+        self.head: LlmRequest | None = None  # the context each schedule of the stretch asks about
 
     # ---- the steady state ----
     def steady_running(self, depth: int) -> list[Request] | None:
-        """Every active request, in the micro-batch's order, if each is a plain one-token generation."""
+        """Every generation in the active set, in the micro-batch's order, if each is a plain
+        one-token generation and no schedule of the stretch admits anyone else."""
         p = self.policy
+        self.waiters_stay = False
+        self.head = None
         if (
             depth != 1
             or p.max_concurrent_batches != 1
             or not p.active
             or p.inflight
-            or p.waiting
             or p.release_after_step
             or p.transceiver.has_transfers_in_flight()
+            or self.config.max_peft_pages is not None
         ):
             return None
+        gens: list[LlmRequest] = []
+        first_context = -1  # the active set's first context: the head of what waits
+        generations_first = self.policy.capacity_policy is CapacitySchedulerPolicy.MAX_UTILIZATION
+        active = p.active
+        for i in range(len(active)):
+            req = active[i]
+            if req.is_generation_in_progress_state:
+                if not self._steady(req) or (generations_first and first_context >= 0):
+                    return None  # (max-utilization would pause a generation behind a missed context)
+                gens.append(req)
+            elif first_context < 0 and self._fresh_context(req):
+                first_context = i
+            elif first_context < 0 or not self._fresh_context(req):
+                return None
         cfg = self.config
-        n = len(p.active)
-        if (
-            n > cfg.effective_max_batch_size
-            or n > cfg.effective_max_num_tokens
-            or cfg.max_peft_pages is not None
-        ):
+        n = len(gens)
+        if not n or n > cfg.effective_max_batch_size or n > cfg.effective_max_num_tokens:
             return None
-        if not all(self._steady(req) for req in p.active):
+        if (first_context >= 0 or p.waiting) and not self._queue_blocked(gens, first_context):
             return None
-        ordered = list(p.active)
-        sort_by_lora(ordered)  # sort_requests' order
-        return [req.request for req in ordered]
+        sort_by_lora(gens)  # sort_requests' order
+        return [req.request for req in gens]
+
+    def _fresh_context(self, req: LlmRequest) -> bool:
+        """A colocated context that has not started: its first chunk, no blocks, no drafts."""
+        return (
+            req.is_context_init_state
+            and req.is_first_context_chunk
+            and req.llm_request_type is LlmRequestType.CONTEXT_AND_GENERATION
+            and not req.draft_tokens
+            and not self.kv.has_sequence(req.request_id)
+        )
+
+    def _queue_blocked(self, gens: list[LlmRequest], first_context: int) -> bool:
+        """Whether no schedule of the stretch admits a context (see the module docstring); sets
+        `waiters_stay` and, where each schedule asks the pool for it, `head`."""
+        p = self.policy
+        room = p.max_num_active_requests - len(p.active)  # what the next schedule activates
+        if first_context < 0 and room <= 0:
+            self.waiters_stay = True  # generations hold every seat: the executor queue waits unseen
+            return True
+        policy = p.capacity_policy
+        if policy is CapacitySchedulerPolicy.MAX_REQUESTS:
+            return False  # it schedules every context it sees
+        for req in islice(p.waiting, max(room, 0)):
+            if not self._fresh_context(req):
+                return False  # (a generation-only request would go ahead of the pending contexts)
+        if policy is not CapacitySchedulerPolicy.STATIC_BATCH:  # (static batch: the batch is full)
+            head = p.active[first_context] if first_context >= 0 else p.waiting[0]
+            if len(gens) < p.capacity.max_num_requests and not self._head_blocked(head, gens):
+                return False
+            self.head = head
+        self.waiters_stay = True
+        return True
+
+    def _head_blocked(self, head: LlmRequest, gens: list[LlmRequest]) -> bool:
+        """Whether the head misses on blocks now, as the capacity policy asks (the module
+        docstring says why it then misses in every schedule of the stretch)."""
+        acct, kv = self.policy.acct, self.kv
+        assert acct is not None
+        saved = head.estimated_reusable_tokens  # (the schedule sets it; asking here must not)
+        need = self._head_need(head)
+        head.estimated_reusable_tokens = saved
+        free = kv.num_free_blocks
+        if self.policy.capacity_policy is CapacitySchedulerPolicy.MAX_UTILIZATION:
+            return need > free  # the generations' next-step blocks only add to it
+        reserved = 0
+        for g in gens:
+            reserved += acct.remaining_blocks_to_completion(g)
+        return need > free - reserved
+
+    def _head_need(self, head: LlmRequest) -> int:
+        """The head's blocks as this round's capacity pass asks for them (it sets the head's
+        estimated_reusable_tokens, as that pass does)."""
+        p = self.policy
+        acct = p.acct
+        assert acct is not None
+        summary = acct.analyze_prefix_reuse(head) if p.capacity.prefix_aware else NO_REUSE
+        if p.capacity_policy is CapacitySchedulerPolicy.MAX_UTILIZATION:
+            return acct.needed_blocks_one_step(head, p.capacity.two_steps, summary)
+        return acct.remaining_blocks_to_completion(head, summary)
+
+    def arrivals_wait(self, longest_prompt: int) -> bool:
+        """Whether arrivals inside the stretch wait through it (the last `steady_running` says);
+        a prompt the executor refuses ends it."""
+        return self.waiters_stay and longest_prompt <= self.config.effective_max_input_len
 
     def _steady(self, req: LlmRequest) -> bool:
         """A decoding request whose next step is one token, delivered, with nothing else attached."""
@@ -94,10 +186,6 @@ class TrtllmFastForward:
             and self.kv.num_tokens(r.request_id) == r.num_computed_tokens
         )
 
-    def arrivals_wait(self, longest_prompt: int) -> bool:
-        """An arrival joins the executor queue, which the next step fetches: it ends the stretch."""
-        return False
-
     def reported_finished_ids(self) -> list[str]:
         """Finished ids the stretch's first plan reports."""
         return self.policy.finished_req_ids
@@ -117,6 +205,11 @@ class TrtllmFastForward:
     def in_flight_plan(self, reqs: list[Request]) -> StepPlan:
         """One batch in flight: no plan outlives a stretch."""
         raise NotImplementedError("TensorRT-LLM stretches run on the synchronous engine only")
+
+    def end_stretch(self) -> None:
+        """The stretch's schedules moved the executor queue into the active set, up to its cap;
+        nothing left it, so doing that once now builds the same set in the same order."""
+        self.policy._activate_new_requests()
 
     # ---- the horizon ----
     def horizon(self, reqs: list[Request], limit: int) -> int:
@@ -173,6 +266,8 @@ class TrtllmFastForward:
         usage: list[float] = []
         e = 0
         for i in range(k):
+            if i == k - 1 and self.head is not None:
+                self._head_need(self.head)  # the last schedule's capacity pass asks about the head
             while e < len(events) and events[e][0] == i:
                 j = events[e][1]
                 rid = reqs[j].request_id

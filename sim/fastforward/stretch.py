@@ -194,6 +194,7 @@ class FastForward:
             engine.batch_queue.clear()
             engine.batch_queue.appendleft(self._in_flight_step(kept, kept_toks, idx0 + k - 1, times))
         waiting = self._queue(world, times, usage, len(reqs), take)
+        hooks.end_stretch()
         if world.metrics is not None:
             commit_metrics(world.metrics, reqs, idx0, k, times, usage, waiting, prev is not None)
         if hooks.finishes_in_last_update:

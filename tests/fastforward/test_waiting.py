@@ -22,7 +22,13 @@ from support.workloads import SETTINGS
 pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
 
 # the policies that jump while some wait
-QUEUED = sorted(VLLM_JUMPING | {("sglang-overlap", "async"), ("orca", "sync"), ("sarathi", "sync")})
+TRTLLM_QUEUED = {
+    (f"trtllm:{name}", "sync")
+    for name in ("guaranteed-no-evict", "max-utilization", "max-requests", "static-batch")
+}
+QUEUED = sorted(
+    VLLM_JUMPING | TRTLLM_QUEUED | {("sglang-overlap", "async"), ("orca", "sync"), ("sarathi", "sync")}
+)
 
 
 @st.composite
@@ -62,6 +68,14 @@ OPTIONS = st.fixed_dictionaries(
         "watermark": st.sampled_from([0.0, 0.1]),
     }
 )
+TRTLLM_OPTIONS = st.fixed_dictionaries(
+    {
+        "two_step_lookahead": st.booleans(),
+        "enable_prefix_aware_scheduling": st.booleans(),
+        "started_contexts_in_first_pass": st.booleans(),
+        "enable_partial_reuse": st.booleans(),
+    }
+)
 
 
 @pytest.mark.parametrize("policy,engine", QUEUED)
@@ -71,6 +85,7 @@ OPTIONS = st.fixed_dictionaries(
     blocks=st.integers(18, 40),
     seqs=st.integers(2, 6),
     options=OPTIONS,
+    trtllm_options=TRTLLM_OPTIONS,
     priority=st.booleans(),
     abort=st.booleans(),
     chunked=st.booleans(),
@@ -82,6 +97,7 @@ def test_random_queues_identical(
     blocks: int,
     seqs: int,
     options: dict,
+    trtllm_options: dict,
     priority: bool,
     abort: bool,
     chunked: bool,
@@ -89,7 +105,9 @@ def test_random_queues_identical(
     kw: dict = {}  # what the policy lets a user set: vLLM everything, SGLang the queue's order
     if policy.startswith("vllm"):
         kw = dict(enable_chunked_prefill=chunked, policy_options=options)
-    if not policy.startswith(("orca", "sarathi")):
+    if policy.startswith("trtllm"):  # (the capacity policy's own knobs; FCFS only)
+        kw = dict(enable_chunked_prefill=chunked, policy_options=trtllm_options)
+    elif not policy.startswith(("orca", "sarathi")):
         kw["scheduling_policy"] = "priority" if priority else "fcfs"
     cfg = RunConfig(
         policy=policy,
@@ -107,10 +125,13 @@ def test_random_queues_identical(
 
 
 def saturated(policy: str, engine: str, **kw) -> tuple[RunConfig, pd.DataFrame]:
-    """The saturated benchmark's configuration at a test's size: KV binds before the seats."""
+    """The saturated benchmark's configuration at a test's size: KV binds before the seats (but
+    for trtllm:max-requests, which has no KV cache manager: its seats bind)."""
     base = dict(
         max_num_seqs=64, num_gpu_blocks=600, max_model_len=1024, max_num_batched_tokens=1024, rate=40.0
     )
+    if policy == "trtllm:max-requests":
+        base["max_num_seqs"] = 16
     cfg = RunConfig(policy=policy, engine=engine, **{**base, **kw})
     return cfg, cap_tokens(load_workload("azure-conv-2023").iloc[:150], 1024)
 
