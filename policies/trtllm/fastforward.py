@@ -1,15 +1,16 @@
 """Exact fast-forward hooks of the TensorRT-LLM policies (one micro-batch, synchronous engine only).
 
-In a steady generation phase PyExecutor's step changes nothing but counters: every active request
-is GENERATION_IN_PROGRESS, nothing waits in the executor queue, so the capacity scheduler admits
-all of them (no context to reserve for, skip or chunk), the micro-batch scheduler takes all of
-them in LoRA order (count, token and beam-width gates do not bind), and `prepare_resources` gives
+In a steady generation phase PyExecutor's step changes nothing but counters: every generation
+decodes one token and no context is admitted (see below for those that wait), so the capacity
+scheduler admits the generations, the micro-batch scheduler takes all of them in LoRA order
+(count, token and beam-width gates do not bind), and `prepare_resources` gives
 each one token (`addToken`), which takes a block from the front of the free queue each time a
 request crosses a block boundary; generation blocks are not stored before release. What can
 stop a stretch is the pool: an addToken that finds no free block (TensorRT-LLM fails), or, for
 max-utilization, a schedule whose next-step reservation
 (one or two steps of look-ahead) exceeds the free blocks (a pause). The horizon stops before
-either, and before any request reaches its output cap. `advance` replays the boundary
+either, and where a request reaches its output cap; its last update may stop requests (an EOS or
+the cap), and `finish` applies those stops as `update_from_output` does. `advance` replays the boundary
 allocations through the real manager in step order (iteration, then batch order), so the free
 queue, block tables and evictions come out identical, and advances the counters. No stretch starts
 while a KV transfer of a disaggregated pair is in flight: its end frees blocks (a send) or turns a
@@ -38,6 +39,7 @@ from ..plan import RequestOutput, StepPlan
 from ..request import Request, RequestStatus
 from .capacity import CapacitySchedulerPolicy
 from .kv_cache_manager import NO_REUSE
+from .lifecycle import stop_reason
 from .micro_batch import sort_by_lora
 from .state import LlmRequest, LlmRequestState, LlmRequestType
 
@@ -48,7 +50,7 @@ if TYPE_CHECKING:
 class TrtllmFastForward:
     """FastForwardHooks over a TrtllmPolicy: its steady state, horizon and k-step advance."""
 
-    finishes_in_last_update = False
+    finishes_in_last_update = True  # its last update may stop requests (`finish`)
 
     def __init__(self, policy: TrtllmPolicy) -> None:
         """Read the policy's config and KV cache manager."""
@@ -199,8 +201,28 @@ class TrtllmFastForward:
         return []
 
     def finish(self, reqs: list[Request]) -> list[RequestOutput]:
-        """Stretches never end with a finishing update here."""
-        raise NotImplementedError("TensorRT-LLM stretches stop before any finish")
+        """The stretch's last update (its tokens appended by advance): the requests whose last
+        token stops them (`append_tokens`' tests) are reported in batch order and finish in
+        active order, as update_from_output finishes them."""
+        p = self.policy
+        max_model_len = self.config.max_model_len
+        outputs: list[RequestOutput] = []
+        finishing: dict[str, RequestStatus] = {}
+        for r in reqs:
+            req = p.requests[r.request_id]
+            token = r.output_token_ids[-1]
+            status = stop_reason(r, token)
+            if status is None and (
+                req.max_num_generated_tokens >= req.max_new_tokens or r.num_tokens >= max_model_len
+            ):
+                status = RequestStatus.FINISHED_LENGTH_CAPPED
+            if status is not None:
+                finishing[r.request_id] = status
+                outputs.append(RequestOutput(r.request_id, [token], status))
+        if finishing:
+            for req in [x for x in p.active if x.request_id in finishing]:
+                p._finish(req, finishing[req.request_id])
+        return outputs
 
     def in_flight_plan(self, reqs: list[Request]) -> StepPlan:
         """One batch in flight: no plan outlives a stretch."""
@@ -213,7 +235,8 @@ class TrtllmFastForward:
 
     # ---- the horizon ----
     def horizon(self, reqs: list[Request], limit: int) -> int:
-        """Iterations (<= limit) before an output cap, max_model_len, or the pool stops a request."""
+        """Iterations (<= limit): up to the one whose update reaches a request's output cap or
+        max_model_len, and before the pool stops a request."""
         requests = self.policy.requests
         max_model_len = self.config.max_model_len
         k = limit
@@ -221,7 +244,7 @@ class TrtllmFastForward:
             req = requests[r.request_id]
             out = len(r.output_token_ids)
             cap = req.max_new_tokens + req.prompt_len - r.prompt_len  # outputs at which it finishes
-            k = min(k, cap - out - 1, max_model_len - r.prompt_len - out - 1)
+            k = min(k, cap - out, max_model_len - r.prompt_len - out)  # (the last update may stop it)
         if k <= 0:
             return 0
         kv = self.kv

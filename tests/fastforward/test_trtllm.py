@@ -85,3 +85,26 @@ def test_pool_running_short_policy_state(
     """Block ids, free-queue order and every LlmRequest field, at stops inside and after jumps."""
     base = burst_config(policy, 40, two_step_lookahead=two_step)
     assert_same_state_when_stopped(base, (0.3, 0.77, 1.21, 1.9), monkeypatch, workload=BURST)
+
+
+@pytest.mark.parametrize(
+    "policy", ["trtllm:guaranteed-no-evict", "trtllm:max-utilization", "trtllm:max-requests"]
+)
+def test_output_caps_in_a_stretch_last_update_identical(policy: str) -> None:
+    """max_tokens below the output length: the cap, not an EOS, stops q0 and q2 in the last update
+    of a stretch, which finishes them there (batch order for the outputs, active order for the
+    frees); q3's cap is what max_model_len leaves it."""
+    wl = BURST.assign(max_tokens=[60, 180, 97, 1000], lora_id=None)
+    cfg = burst_config(policy, 80)
+    summary = assert_same(cfg, workload=wl, check_invariants=True)
+    assert summary["fast_forward_steps"] > summary["num_steps"] // 2
+
+
+@pytest.mark.parametrize("max_tokens", [40, 1000])  # the cap stops it, or its EOS
+@pytest.mark.parametrize("policy", ["trtllm:guaranteed-no-evict", "trtllm:max-utilization"])
+def test_a_lone_request_is_one_context_step_and_one_jump(policy: str, max_tokens: int) -> None:
+    """Every step after the context step is jumped, the finishing one included."""
+    wl = BURST.iloc[:1].assign(max_tokens=[max_tokens])
+    summary = assert_same(burst_config(policy, 80), workload=wl)
+    assert summary["fast_forward_steps"] == summary["num_steps"] - 1
+    assert summary["fast_forward_jumps"] == 1
