@@ -10,8 +10,8 @@ stop a stretch is the pool: an addToken that finds no free block (TensorRT-LLM f
 max-utilization, a schedule whose next-step reservation
 (one or two steps of look-ahead) exceeds the free blocks (a pause). The horizon stops before
 either, and where a request reaches its output cap; its last update may stop requests (an EOS or
-the cap), and `finish` applies those stops as `update_from_output` does. `advance` replays the boundary
-allocations through the real manager in step order (iteration, then batch order), so the free
+the cap), and `finish` applies those stops as `update_from_output` does. `advance` replays the
+boundary allocations through the real manager in step order (iteration, then batch order), so the free
 queue, block tables and evictions come out identical, and advances the counters. No stretch starts
 while a KV transfer of a disaggregated pair is in flight: its end frees blocks (a send) or turns a
 request into a generation (a receive) at a step only the cluster knows.
@@ -25,8 +25,8 @@ to completion, which a decode stretch leaves unchanged (each boundary allocation
 from both); max-utilization compares its next-step blocks with the free blocks, which only fall.
 Inside a stretch no block is stored and held blocks stay held, so the head's reuse credit can only
 fall and its need only grow: it stays blocked. Either loop stops at the head, so nothing behind it
-is looked at, and arrivals wait (`arrivals_wait`). The jump activates the executor queue once, after its polls
-have taken their arrivals (`end_stretch`).
+is looked at, and arrivals wait (`arrivals_wait`). The jump activates the executor queue once,
+after its polls have taken their arrivals (`end_stretch`).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class TrtllmFastForward:
             return None
         gens: list[LlmRequest] = []
         first_context = -1  # the active set's first context: the head of what waits
-        generations_first = self.policy.capacity_policy is CapacitySchedulerPolicy.MAX_UTILIZATION
+        generations_first = p.capacity_policy is CapacitySchedulerPolicy.MAX_UTILIZATION
         active = p.active
         for i in range(len(active)):
             req = active[i]
@@ -160,9 +160,9 @@ class TrtllmFastForward:
         return acct.remaining_blocks_to_completion(head, summary)
 
     def arrivals_wait(self, longest_prompt: int) -> bool:
-        """Whether arrivals inside the stretch wait through it (the last `steady_running` says);
-        a prompt the executor refuses ends it."""
-        return self.waiters_stay and longest_prompt <= self.config.effective_max_input_len
+        """Whether arrivals inside the stretch wait through it (the last `steady_running` says; a
+        prompt over max_input_len is refused at its poll and changes nothing here)."""
+        return self.waiters_stay
 
     def _steady(self, req: LlmRequest) -> bool:
         """A decoding request whose next step is one token, delivered, with nothing else attached."""

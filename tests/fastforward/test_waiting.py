@@ -199,3 +199,28 @@ def test_orca_reservations_identical(reservation: str, seqs: int) -> None:
     """orca asks for the whole prompt, plus every output's slot when it reserves to completion."""
     cfg, wl = saturated("orca", "sync", max_num_seqs=seqs, policy_options={"kv_reservation": reservation})
     assert assert_same(cfg, workload=wl)["fast_forward_steps"] > 0
+
+
+@pytest.mark.parametrize("policy", ["trtllm:guaranteed-no-evict", "trtllm:max-utilization"])
+def test_trtllm_refused_prompt_inside_a_queued_stretch_identical(policy: str) -> None:
+    """`long` (over max_input_len) and `late` arrive while `head` waits for blocks behind `gen`:
+    the jump takes both at their polls, refusing `long` as the engine does."""
+    wl = pd.DataFrame(
+        {
+            "request_id": ["gen", "head", "long", "late"],
+            "arrival_time": [0.0, 0.01, 0.05, 0.06],
+            "prompt_tokens": [160, 400, 600, 30],
+            "output_tokens": [300, 20, 5, 5],
+        }
+    )
+    cfg = RunConfig(
+        policy=policy,
+        num_gpu_blocks=40,
+        block_size=16,
+        max_model_len=512,
+        max_num_seqs=8,
+        latency_model="roofline",
+    )
+    summary = assert_same(cfg, workload=wl, check_invariants=True)
+    assert summary["num_rejected"] == 1
+    assert summary["fast_forward_steps"] > summary["num_steps"] * 0.9
