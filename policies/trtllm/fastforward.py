@@ -221,7 +221,7 @@ class TrtllmFastForward:
                 outputs.append(RequestOutput(r.request_id, [token], status))
         if finishing:
             for req in [x for x in p.active if x.request_id in finishing]:
-                p._finish(req, finishing[req.request_id])
+                p.finish_request(req, finishing[req.request_id])
         return outputs
 
     def in_flight_plan(self, reqs: list[Request]) -> StepPlan:
@@ -231,7 +231,7 @@ class TrtllmFastForward:
     def end_stretch(self) -> None:
         """The stretch's schedules moved the executor queue into the active set, up to its cap;
         nothing left it, so doing that once now builds the same set in the same order."""
-        self.policy._activate_new_requests()
+        self.policy.activate_new_requests()
 
     # ---- the horizon ----
     def horizon(self, reqs: list[Request], limit: int) -> int:

@@ -182,7 +182,7 @@ class TrtllmPolicy:
             req.first_gen_token = first_gen_token
             req.num_delivered = 1
 
-    def _activate_new_requests(self) -> None:
+    def activate_new_requests(self) -> None:
         """_fetch_and_activate_new_requests: the executor queue fills the active set up to its cap."""
         waiting, active = self.waiting, self.active
         while waiting and len(active) < self.max_num_active_requests:
@@ -194,7 +194,7 @@ class TrtllmPolicy:
         for rid in request_ids:
             req = self.requests.get(rid)
             if req is not None:
-                self._finish(req, RequestStatus.FINISHED_ABORTED)
+                self.finish_request(req, RequestStatus.FINISHED_ABORTED)
                 aborted.append(req.request)
         return aborted
 
@@ -249,7 +249,7 @@ class TrtllmPolicy:
         tc = self.transceiver
         if tc.to_send:
             plan.kv_reqs_to_send = tc.take_to_send()
-        self._activate_new_requests()
+        self.activate_new_requests()
         cap = self.last_capacity = self.capacity.schedule(self.active, self.inflight)
         self.stats.num_prefix_skips += cap.num_prefix_skipped
         micro = self.micro.schedule(cap.fitting, self.inflight)
@@ -368,7 +368,7 @@ class TrtllmPolicy:
                 if req.is_context_only_request:
                     self._finish_context_only(req, finishing[req.request_id])
                 else:
-                    self._finish(req, finishing[req.request_id])
+                    self.finish_request(req, finishing[req.request_id])
         for req, n in rewinds:
             if req.request_id in self.requests:
                 for _ in range(n):
@@ -384,7 +384,7 @@ class TrtllmPolicy:
         tc = self.transceiver
         if result.failed_kv_load_ids:
             for req in tc.failed_recving(result.failed_kv_load_ids):
-                self._finish(req, RequestStatus.FINISHED_ERROR)
+                self.finish_request(req, RequestStatus.FINISHED_ERROR)
                 outputs.append(RequestOutput(req.request_id, [], RequestStatus.FINISHED_ERROR))
         if result.finished_recving:
             tc.finished_recving(result.finished_recving)
@@ -410,7 +410,7 @@ class TrtllmPolicy:
             for _ in range(1 + drafts):
                 self.kv.remove_token(req.request_id)
 
-    def _finish(self, req: LlmRequest, status: RequestStatus) -> None:
+    def finish_request(self, req: LlmRequest, status: RequestStatus) -> None:
         """GENERATION_COMPLETE: release the KV (after its step or transfer if one runs) and leave the
         active list; a failed transfer's blocks are released unstored (no KV arrived)."""
         request, rid = req.request, req.request_id
