@@ -1,10 +1,11 @@
 """Stretches while requests wait: the vLLM schedulers jump when no schedule of the stretch can
 admit anyone (every seat taken, or the queue's head short of blocks however the stretch's pool
 and its prefix hits change), orca and sarathi likewise as they ask for blocks, SGLang's while its
-batch is full; arrivals inside are taken at
-their polls and the head-of-line tracker judges every schedule. Tables and policy state are
-identical with fast-forward on and off, on shared-prefix workloads (hits in the free queue that
-evictions cut), with the scheduler options that change the head's demand, and with aborts."""
+batch is full, TensorRT-LLM's while its capacity policy stops at a context short of blocks (or
+every seat is a generation); arrivals inside are taken at their polls and the head-of-line
+tracker judges every schedule. Tables and policy state are identical with fast-forward on and
+off, on shared-prefix workloads (hits in the free queue that evictions cut), with the scheduler
+options that change the head's demand, and with aborts."""
 
 from __future__ import annotations
 
