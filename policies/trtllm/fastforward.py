@@ -87,10 +87,10 @@ class TrtllmFastForward:
                 if not self._steady(req) or (generations_first and first_context >= 0):
                     return None  # (max-utilization would pause a generation behind a missed context)
                 gens.append(req)
-            elif first_context < 0 and self._fresh_context(req):
-                first_context = i
-            elif first_context < 0 or not self._fresh_context(req):
+            elif not self._fresh_context(req):
                 return None
+            elif first_context < 0:
+                first_context = i
         cfg = self.config
         n = len(gens)
         if not n or n > cfg.effective_max_batch_size or n > cfg.effective_max_num_tokens:

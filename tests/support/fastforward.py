@@ -72,7 +72,7 @@ def trace_config(policy: str, engine: str, trace: str, starved: bool) -> RunConf
     return RunConfig(policy=policy, engine=engine, trace=trace, max_requests=60, rate=8.0, **kw)
 
 
-def _policy_state(policy) -> tuple:
+def policy_state(policy) -> tuple:
     """Everything a later step could depend on: request counters, block tables, pool order, hashes."""
     kv = policy.kv
     reqs = sorted(
@@ -202,7 +202,7 @@ def assert_same_state_when_stopped(
             res = simulate(
                 RunConfig(**{**cfg.__dict__, "fast_forward": ff, "max_sim_time": until}), workload=workload
             )
-            states.append(_policy_state(made[-1]))
+            states.append(policy_state(made[-1]))
         assert states[0] == states[1], until
         jumped += res.summary["fast_forward_steps"]
     return jumped

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from schedsim.policies import KVTransferParams, make_policy
 from schedsim.policies.trtllm import TrtllmPolicy
-from support.fastforward import _trtllm_state
+from support.fastforward import policy_state
 from support.trtllm_driver import TOKEN, make_request, oracle
 
 pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
@@ -46,10 +46,6 @@ def _warmed(capacity: str) -> TrtllmPolicy:
     return policy
 
 
-def _state(policy: TrtllmPolicy) -> tuple:
-    return _trtllm_state(policy), policy.kv.snapshot()
-
-
 @pytest.mark.parametrize("capacity", CAPACITIES)
 def test_a_jump_while_the_head_misses_equals_its_steps(capacity: str) -> None:
     stepped, jumped = _warmed(capacity), _warmed(capacity)
@@ -70,7 +66,7 @@ def test_a_jump_while_the_head_misses_equals_its_steps(capacity: str) -> None:
     ff.advance(reqs, K, [[TOKEN] * K])
     jumped.add_request(make_request(f"{capacity}/late", 32, 8))
     ff.end_stretch()
-    assert _state(jumped) == _state(stepped)
+    assert policy_state(jumped) == policy_state(stepped)
 
 
 def test_a_missed_context_ahead_of_a_generation_is_no_stretch_under_max_utilization() -> None:
