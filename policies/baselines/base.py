@@ -314,7 +314,7 @@ class BasePolicy:
         for rid in sorted(result.failed_kv_load_ids):
             req = self.requests.get(rid)
             if req is not None:
-                self._on_stop(req, RequestStatus.FINISHED_ERROR)
+                self.stop_request(req, RequestStatus.FINISHED_ERROR)
                 outputs.append(RequestOutput(rid, [], RequestStatus.FINISHED_ERROR))
         self._after_update(plan)
         return outputs
@@ -330,14 +330,14 @@ class BasePolicy:
         for tok in tokens:
             outs.append(tok)
             n += 1
-            status = self._check_stop(req, tok)
+            status = self.check_stop(req, tok)
             if status is not None:
                 break
         new = tokens if n == len(tokens) else tokens[:n]  # the sampled list itself when whole
         if req.num_output_placeholders and status is not None:
             req.num_output_placeholders = 0
         if status is not None:
-            self._on_stop(req, status)
+            self.stop_request(req, status)
         kv = self.kv
         if kv.enable_caching:  # publish blocks the update completed (cache_blocks' own no-op test first)
             done = req.num_computed_tokens - req.num_in_flight_tokens
@@ -357,7 +357,7 @@ class BasePolicy:
         pool_tokens = self.kv.pool.num_usable_blocks * self.config.block_size
         return max(1, min(req.max_tokens, pool_tokens - req.prompt_len))
 
-    def _check_stop(self, req: Request, tok: int) -> RequestStatus | None:
+    def check_stop(self, req: Request, tok: int) -> RequestStatus | None:
         """vLLM/SGLang stop order: length caps, then EOS, then stop token ids."""
         if req.num_output_tokens >= self.max_new_tokens(req) or req.num_tokens >= self.config.max_model_len:
             return RequestStatus.FINISHED_LENGTH_CAPPED
@@ -368,11 +368,12 @@ class BasePolicy:
             return RequestStatus.FINISHED_STOPPED
         return None
 
-    def _on_stop(self, req: Request, status: RequestStatus) -> None:
+    def stop_request(self, req: Request, status: RequestStatus) -> None:
         """A request stopped (sampled stop, or its KV load failed): leave the queues, free, report."""
-        if req in self.running:
-            self.running.remove(req)
-        if req in self.waiting:
+        if req.status == RequestStatus.RUNNING:  # a queue holds only its own statuses (check_invariants)
+            if req in self.running:  # SGLang: an extend batch's request joins `running` a step later
+                self.running.remove(req)
+        elif req in self.waiting:
             self.waiting.remove(req)
         req.status = status  # finished before its blocks go: nobody maps what only it could hit
         self._on_leave(req)
@@ -396,6 +397,7 @@ class BasePolicy:
         running_ids = {r.request_id for r in self.running}
         assert not waiting_ids & running_ids, "a request is both waiting and running"
         assert (waiting_ids | running_ids) <= set(self.requests), "a queued request is not live"
+        check_queue_statuses(self.waiting, self.running)
         for rid, blocks in self.kv.req_to_blocks.items():
             assert rid in self.requests, f"{rid}: finished request still holds KV"
             req = self.requests[rid]
@@ -408,3 +410,14 @@ class BasePolicy:
                 assert req.num_computed_tokens == 0 and not self.kv.get_block_ids(req.request_id), (
                     f"{req.request_id}: waiting request holds KV"
                 )
+
+
+def check_queue_statuses(waiting: Iterable[Request], running: Iterable[Request]) -> None:
+    """Waiting requests are WAITING or PREEMPTED and running ones RUNNING (`stop_request` looks a
+    request up in the one queue its status names)."""
+    for req in waiting:
+        assert req.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED), (
+            f"{req.request_id}: waiting as {req.status.name}"
+        )
+    for req in running:
+        assert req.status == RequestStatus.RUNNING, f"{req.request_id}: running as {req.status.name}"

@@ -127,13 +127,10 @@ class PrefillAdder:
     def add_one_req(self, req: Request, prefix_len: int) -> AddReqResult:
         """Admit a waiting request whole or as the new chunked request, or say why not; the
         caller has matched it (`prefix_len`, its last node in `mem`)."""
-        out = req.num_output_tokens
-        remaining_new = min(max(self.max_new[req.request_id] - out, 0), self.clip)
         extend = req.num_tokens - prefix_len
-        total_tokens = extend + remaining_new + self.page
         mem = self.mem
         mem.lock_prefix(req)  # the selection sees the prefix locked; kept if admitted
-        verdict = self._select(req, prefix_len, extend, total_tokens)
+        verdict = self._select(req, prefix_len, extend, self._total_tokens(req, prefix_len))
         if isinstance(verdict, AddReqResult):
             mem.release_lock(req)
             return verdict
@@ -143,6 +140,17 @@ class PrefillAdder:
         reserved = 0 if verdict.is_chunked else min(self.max_new[req.request_id], self.clip)
         self._charge(verdict.extend_len, reserved)
         return self.budget_state()
+
+    def _total_tokens(self, req: Request, prefix_len: int) -> int:
+        """KV a request asks for: its extend, its remaining (clipped) output and one page."""
+        remaining_new = min(max(self.max_new[req.request_id] - req.num_output_tokens, 0), self.clip)
+        return req.num_tokens - prefix_len + remaining_new + self.page
+
+    def refuses_for_kv(self, req: Request, prefix_len: int, locked: int) -> bool:
+        """Whether `add_one_req` would say NO_TOKEN at once: `_select`'s first test, with the
+        `locked` tokens its prefix lock takes from the evictable (`peek_kv_cache`)."""
+        remaining = (self.available_and_evictable() - locked) - self.total_offset
+        return not self._total_tokens(req, prefix_len) < remaining
 
     def _select(
         self, req: Request, prefix_len: int, extend: int, total_tokens: int

@@ -10,8 +10,17 @@ request is free (`alloc_for_decode`'s over-estimate; the check's own demand is n
 then each request whose length is page-aligned takes a new page. Nothing is inserted into the
 tree and no lock changes, so the tree changes only by those evictions, which depend on nothing
 but the tree and the free count: `advance` replays them, and the allocations, through the real
-calls in step order. The horizon stops before a step that would retract: one whose pages,
-counted from the stretch's start, exceed the free plus evictable pages then. The new-token ratio
+calls in step order. Right after a request leaves, the batch is open again and the next
+schedule's prefill pass looks at the queue: a stretch may start there when that pass is certain
+to form nothing and mark the batch full (no seat or request-pool row, or the queue's head refused
+for KV with its prefix lock counted, `refuses_for_kv`), and when it reads only the queue's first
+requests in queue order, so that arrivals cannot change it. `advance` then runs that pass for
+real first: its lookup of the head stamps the tree's recency and may split a node, which the
+evictions after it read. The horizon stops before a step that would retract: one whose pages,
+counted from the stretch's start, exceed the free plus evictable pages then; a length cap ends
+the stretch before its last update, while an EOS may arrive in it: `finish` stops those requests
+there as `update_from_output` does (the tree takes their tokens, their rows and pages go, the
+batch opens). The new-token ratio
 decays once per decode batch; `in_flight_plan` builds the in-flight decode plan with its
 request-pool slots and future-token slots.
 """
@@ -21,17 +30,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..baselines.fastforward import BaselineFastForward
+from ..plan import RequestOutput
 from ..request import Request, RequestStatus
+from .adder import AddReqResult, PrefillAdder
 from .plan import SGLangStepPlan
 
 
 class SGLangFastForward(BaselineFastForward):
     """The overlap scheduler's steady state, horizon, KV replay, counters and in-flight plan."""
 
+    finishes_in_last_update = True  # its last update may stop requests at their EOS (`finish`)
+    # the stretch's first schedule runs a prefill pass that forms nothing and fills the batch
+    fills_batch: bool = False
+
     def steady_running(self, depth: int) -> list[Request] | None:
         """Running requests if the next iterations are plain decode batches of all of them."""
         p = self.policy
-        if depth != p.max_concurrent_batches or not p.running or (p.waiting and not p.batch_is_full):
+        self.fills_batch = False
+        if depth != p.max_concurrent_batches or not p.running:
             return None
         if (
             p.preempted_req_ids
@@ -59,15 +75,52 @@ class SGLangFastForward(BaselineFastForward):
                 or r.num_computed_tokens != r.prompt_len + len(r.output_token_ids) - 1 + lag
             ):
                 return None
+        if p.waiting and not p.batch_is_full:
+            if not self._prefill_fills_batch():
+                return None
+            self.fills_batch = True
         return running
+
+    def _prefill_fills_batch(self) -> bool:
+        """Whether the next schedule's prefill pass forms no batch and marks the batch full: no
+        request may join (no seat or request-pool row), or the queue's first request (past those
+        whose dropped output is still in flight) is refused for KV (NO_TOKEN) with nothing
+        admitted before it. That pass reads nothing that a request joining the back changes."""
+        p = self.policy
+        running_bs = len(p.running)
+        if p.num_allocatable(running_bs, 0) <= 0:
+            return True
+        if not p.policy.reads_head_only(len(p.waiting)):
+            return False
+        head = next((r for r in p.waiting if r.num_stale_output_tokens == 0), None)
+        if head is None:
+            return False
+        mixed = running_bs if p.config.enable_mixed_chunk else 0
+        adder = PrefillAdder(p.config, p.mem, p.running, p.ratio.current, mixed, p.max_new)
+        if adder.budget_state() == AddReqResult.OTHER:
+            return False  # the pass stops before the head and leaves the batch open
+        prefix, locked = p.mem.peek_kv_cache(head, max(head.num_tokens - 1, 0))
+        return adder.refuses_for_kv(head, prefix, locked)
 
     def arrivals_wait(self, longest_prompt: int) -> bool:
         """With the batch full, an arrival waits unseen (`get_new_batch_prefill` returns at once)
         unless its prompt is long enough for the intake to abort it, which the next update reports."""
         p = self.policy
-        full: bool = p.batch_is_full
+        full: bool = p.batch_is_full or self.fills_batch
         limit: int = p.max_req_input_len
         return full and longest_prompt < limit
+
+    def advance(
+        self, reqs: list[Request], k: int, tokens: list[list[int]], skipped: Sequence[Request] = ()
+    ) -> list[float]:
+        """The first schedule's prefill pass runs for real where it fills the batch (its lookup of
+        the queue's head refreshes the tree's recency and may split a node), then the decodes."""
+        if self.fills_batch:
+            self.fills_batch = False
+            p = self.policy
+            if p.get_new_batch_prefill(SGLangStepPlan()) or not p.batch_is_full:
+                raise AssertionError("fast-forward: the first schedule's prefill pass left the batch open")
+        return super().advance(reqs, k, tokens, skipped)
 
     def horizon(self, reqs: list[Request], limit: int) -> int:
         """Iterations before a length cap drops a request or a step's pages, counted from the
@@ -78,7 +131,7 @@ class SGLangFastForward(BaselineFastForward):
         for j in range(len(reqs)):
             r = reqs[j]
             out = len(r.output_token_ids)
-            k = min(k, caps[j] - out - 1, max_model_len - r.prompt_len - out - 1)
+            k = min(k, caps[j] - out, max_model_len - r.prompt_len - out - 1)  # a cap: the last update
         if k <= 0:
             return 0
         kv = self.kv
@@ -106,21 +159,23 @@ class SGLangFastForward(BaselineFastForward):
         kv, mem = self.kv, self.policy.mem
         tree, bs, n = mem.tree_cache, kv.block_size, len(reqs)
         cs = [r.num_computed_tokens for r in reqs]
+        left_out = {id(r) for r in skipped}  # not in the last batch: no page for its step
         events: list[tuple[int, int]] = []
         for idx in range(n):
             first = len(kv.req_to_blocks[reqs[idx].request_id]) * bs - cs[idx]
-            events.extend((i, idx) for i in range(max(first, 0), k, bs))
+            stop = k - 1 if id(reqs[idx]) in left_out else k
+            events.extend((i, idx) for i in range(max(first, 0), stop, bs))
         events.sort()
         usable = kv.pool.num_usable_blocks
         room0 = kv.num_free_blocks + tree.evictable_units
         usage: list[float] = []
         step, taken = 0, 0
-        self._evict_for_step(n)
+        self._evict_for_step(n if k > 1 else n - len(skipped))
         for i, idx in events:
             while step < i:  # steps before i allocate nothing more
                 usage.append((usable - room0 + taken) / usable)
                 step += 1
-                self._evict_for_step(n)
+                self._evict_for_step(n if step < k - 1 else n - len(skipped))
             r = reqs[idx]
             r.num_computed_tokens = cs[idx] + i
             if kv.allocate_slots(r, 1, has_scheduled_reqs=False) is None:
@@ -130,8 +185,22 @@ class SGLangFastForward(BaselineFastForward):
             usage.append((usable - room0 + taken) / usable)
             step += 1
             if step < k:
-                self._evict_for_step(n)
+                self._evict_for_step(n if step < k - 1 else n - len(skipped))
         return usage
+
+    def skipped_last(self, reqs: list[Request], k: int) -> list[Request]:
+        """Overlap: the last schedule drops a request whose in-flight output reaches its cap
+        (`_drop_finishing`); the last update then stops it."""
+        if not self.lag or not self.policy.config.enable_skip_finishing_decode:
+            return []
+        caps = self._max_new_all(reqs)
+        return [reqs[j] for j in range(len(reqs)) if len(reqs[j].output_token_ids) + k >= caps[j]]
+
+    def _skipped_update(self, r: Request) -> None:
+        """`_drop_finishing` took it out of the running batch, which is open again."""
+        p = self.policy
+        p.running = [x for x in p.running if x is not r]
+        p.batch_is_full = False
 
     def _evict_for_step(self, n: int) -> None:
         """A decode step of n requests first makes one page per request free (if it can)."""
@@ -143,6 +212,20 @@ class SGLangFastForward(BaselineFastForward):
         p.step_id += k
         for _ in range(k):
             p.ratio.decay_step()
+
+    def finish(self, reqs: list[Request]) -> list[RequestOutput]:
+        """The stretch's last update (its tokens appended by advance): the requests whose last
+        token stops them (an EOS: the horizon keeps length caps out) stop in batch order, as
+        `update_from_output` stops them (the tree takes each one's tokens as it leaves)."""
+        p = self.policy
+        outputs: list[RequestOutput] = []
+        for r in list(reqs):  # (the running list itself, which each stop shrinks)
+            tok = r.output_token_ids[-1]
+            status = p.check_stop(r, tok)
+            if status is not None:
+                p.stop_request(r, status)
+                outputs.append(RequestOutput(r.request_id, [tok], status))
+        return outputs
 
     def in_flight_plan(self, reqs: list[Request]) -> SGLangStepPlan:
         """The decode plan the stretch's last schedule() made (it stays in flight after the jump)."""

@@ -90,6 +90,13 @@ class MemCache:
         st.last_node = node
         return st.prefix_len
 
+    def peek_kv_cache(self, req: Request, max_prefix_len: int) -> tuple[int, int]:
+        """`match_kv_cache`'s prefix length, and the tokens a lock on it would take from the
+        evictable, changing nothing (fast-forward's look at the queue's head)."""
+        n = min(req.num_tokens, max_prefix_len)
+        units, unlocked = self.tree_cache.peek_prefix(radix_key(req, n, self.page_size))
+        return units * self.page_size, unlocked * self.page_size
+
     def touch_prefix(self, req: Request) -> None:
         """A lookup only for its recency refresh (fcfs's waiting-prefix refresh)."""
         self.tree_cache.match_prefix(radix_key(req, req.num_tokens, self.page_size))

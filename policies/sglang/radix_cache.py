@@ -133,6 +133,26 @@ class RadixCache:
         self._stamp_path(node)
         return offset, node
 
+    def peek_prefix(self, key: Sequence[Unit]) -> tuple[int, int]:
+        """What `match_prefix` would match, in units, and how many of them no lock holds yet (a
+        lock on the match takes those from the evictable), splitting and stamping nothing."""
+        if self.disable or not key:
+            return 0, 0
+        node = self.root
+        offset, n, unlocked = 0, len(key), 0
+        while offset < n:
+            child = node.children.get(key[offset])
+            if child is None:
+                break
+            m = common_prefix_len(child.key, key, offset)
+            offset += m
+            if child.lock_ref == 0:  # a split fragment takes its child's locks
+                unlocked += m
+            if m < len(child.key):
+                break
+            node = child
+        return offset, unlocked
+
     def _stamp_path(self, node: TreeNode) -> None:
         """A fresh time on the matched node, one less per level on each ancestor."""
         t = self._tick()

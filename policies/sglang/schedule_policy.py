@@ -15,6 +15,9 @@
 
 from __future__ import annotations
 
+from collections import deque
+from collections.abc import Iterable
+from itertools import islice
 from typing import Final
 
 from ..request import Request
@@ -36,20 +39,28 @@ class SchedulePolicy:
         self.priority_scheduling = priority_scheduling
         self.waiting_prefix_refresh_calls = 0
 
-    def calc_priority(self, waiting: list[Request]) -> list[Request]:
-        """The waiting queue in this pass's order (a new list)."""
+    def calc_priority(self, waiting: deque[Request]) -> list[Request] | None:
+        """The waiting queue in this pass's order: a new list, or None where the pass takes the
+        queue as it stands (`fcfs` by arrival: under load, a copy of a long queue every pass)."""
         active = self.policy
         if active == "lpm" and len(waiting) > WAITING_QUEUE_PREFIX_MATCH_MAX:
             active = "fcfs"  # too long to match every request each pass
+        order: list[Request] | None = None
         if self.policy == "fcfs" and self.priority_scheduling:
-            waiting = sorted(waiting, key=lambda r: r.priority)
+            order = sorted(waiting, key=lambda r: r.priority)
         elif active == "lpm":
-            waiting = self._sort_by_longest_prefix(waiting)
-        else:
-            waiting = list(waiting)
+            order = self._sort_by_longest_prefix(list(waiting))
         if active == "fcfs":
-            self._touch_waiting_prefixes(waiting)
-        return waiting
+            self._touch_waiting_prefixes(waiting if order is None else order)
+        return order
+
+    def reads_head_only(self, n: int) -> bool:
+        """A pass over a queue of n keeps its order and reads no request past the first 128, so
+        requests joining at the back cannot change it (they only wait)."""
+        if self.policy == "fcfs":
+            head_only = n >= WAITING_QUEUE_PREFIX_MATCH_MAX or self.mem.tree_cache.disable
+            return head_only and not self.priority_scheduling
+        return n > WAITING_QUEUE_PREFIX_MATCH_MAX  # lpm matches every request of a shorter queue
 
     def _sort_by_longest_prefix(self, waiting: list[Request]) -> list[Request]:
         """Match every request, mark in-batch duplicates, sort by cached prefix (stable)."""
@@ -77,12 +88,13 @@ class SchedulePolicy:
         page = self.mem.page_size
         return radix_key(r, r.num_tokens, page), page
 
-    def _touch_waiting_prefixes(self, waiting: list[Request]) -> None:
+    def _touch_waiting_prefixes(self, waiting: Iterable[Request]) -> None:
         """Every 32nd pass: refresh the cached prefixes of the queue's head, head last."""
-        if not waiting or self.mem.tree_cache.disable:
+        head = list(islice(waiting, WAITING_QUEUE_PREFIX_MATCH_MAX))
+        if not head or self.mem.tree_cache.disable:
             return
         refresh = self.waiting_prefix_refresh_calls % WAITING_PREFIX_REFRESH_INTERVAL == 0
         self.waiting_prefix_refresh_calls += 1
         if refresh:
-            for r in reversed(waiting[:WAITING_QUEUE_PREFIX_MATCH_MAX]):
+            for r in reversed(head):
                 self.mem.touch_prefix(r)

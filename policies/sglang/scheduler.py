@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..baselines.base import BasePolicy
+from ..baselines.base import BasePolicy, check_queue_statuses
 from ..kv_cache import KVCacheManager
 from ..plan import RequestOutput, StepPlan, StepResult
 from ..request import Request, RequestStatus
@@ -116,7 +116,7 @@ class SGLangOverlapPolicy(BasePolicy):
         assert isinstance(plan, SGLangStepPlan)
         self._stash_chunked_request()
         self._merge_last_batch()
-        if not self._get_new_batch_prefill(plan):
+        if not self.get_new_batch_prefill(plan):
             self._update_running_batch(plan)
         if plan.chunked_req_id is None and self.chunked_req is not None:
             plan.chunked_req_id = self.chunked_req.request_id
@@ -148,21 +148,23 @@ class SGLangOverlapPolicy(BasePolicy):
             if id(req) not in present:
                 self.running.append(req)
 
-    def _num_allocatable(self, running_bs: int, held_rows: int) -> int:
+    def num_allocatable(self, running_bs: int, held_rows: int) -> int:
         """Requests that may still join: max_running_requests and free request-pool rows."""
         return min(self.config.max_num_seqs - running_bs, self.pool.available_size() + held_rows)
 
-    def _get_new_batch_prefill(self, plan: SGLangStepPlan) -> bool:
+    def get_new_batch_prefill(self, plan: SGLangStepPlan) -> bool:
         """Build a prefill batch with the PrefillAdder; False if none forms."""
         if not self.running:
             self.batch_is_full = False
         if (self.batch_is_full or not self.waiting) and self.chunked_req is None:
             return False
         running_bs = len(self.running)
-        if self._num_allocatable(running_bs, 0) <= 0 and self.chunked_req is None:
+        if self.num_allocatable(running_bs, 0) <= 0 and self.chunked_req is None:
             self.batch_is_full = True
             return False
-        self.waiting = type(self.waiting)(self.policy.calc_priority(list(self.waiting)))
+        order = self.policy.calc_priority(self.waiting)
+        if order is not None:
+            self.waiting = type(self.waiting)(order)
         mixed = running_bs if self.config.enable_mixed_chunk else 0
         adder = PrefillAdder(self.config, self.mem, self.running, self.ratio.current, mixed, self.max_new)
         still_chunked = False
@@ -182,12 +184,12 @@ class SGLangOverlapPolicy(BasePolicy):
         mem = self.mem
         # rows the batch already holds: the chunked request's (a waiting request holds none)
         held = sum(1 for a in adder.can_run if a.request.request_id in self.pool.slot_of)
-        for req in list(self.waiting):
+        for req in self.waiting:  # (nothing here changes the queue: a deque would raise)
             if adder.budget_state() == AddReqResult.OTHER:
                 break
             if req.num_stale_output_tokens > 0:
                 continue  # a retracted request whose dropped output is still in flight
-            if len(adder.can_run) >= self._num_allocatable(running_bs, held):
+            if len(adder.can_run) >= self.num_allocatable(running_bs, held):
                 self.batch_is_full = True
             if self.batch_is_full:
                 break
@@ -334,16 +336,16 @@ class SGLangOverlapPolicy(BasePolicy):
         for rid in sorted(result.failed_kv_load_ids):
             req = self.requests.get(rid)
             if req is not None:
-                self._on_stop(req, RequestStatus.FINISHED_ERROR)
+                self.stop_request(req, RequestStatus.FINISHED_ERROR)
                 outputs.append(RequestOutput(rid, [], RequestStatus.FINISHED_ERROR))
         return outputs
 
-    def _on_stop(self, req: Request, status: RequestStatus) -> None:
+    def stop_request(self, req: Request, status: RequestStatus) -> None:
         """A finish inserts prompt and outputs into the tree before the row is freed (SGLang's
         `release_kv_cache(checkpoint=True)`); a failed KV load inserts nothing."""
         if status != RequestStatus.FINISHED_ERROR:
             self.mem.release_kv_cache(req, checkpoint=True)
-        super()._on_stop(req, status)
+        super().stop_request(req, status)
 
     # ---- leaving ----
     def _on_leave(self, req: Request) -> None:
@@ -378,6 +380,7 @@ class SGLangOverlapPolicy(BasePolicy):
         running_ids = {r.request_id for r in self.running}
         assert not waiting_ids & running_ids, "a request is both waiting and running"
         assert (waiting_ids | running_ids) <= set(self.requests), "a queued request is not live"
+        check_queue_statuses(self.waiting, self.running)
         for rid, blocks in self.kv.req_to_blocks.items():
             assert rid in self.requests, f"{rid}: finished request still holds KV"
             req = self.requests[rid]

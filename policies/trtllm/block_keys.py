@@ -104,9 +104,24 @@ class BlockKeys:
         keys = self._full.get(request.request_id)
         if keys is None:
             keys = self._full[request.request_id] = []
+        if request.prompt_token_ids is None:
+            self._stand_in_keys(request, keys, min(n, request.prompt_len // bs))
         for idx in range(len(keys), n):
             keys.append(self.tokens(request, idx * bs, (idx + 1) * bs))
         return keys if len(keys) == n else keys[:n]
+
+    def _stand_in_keys(self, request: Request, keys: list[BlockKey], stop: int) -> None:
+        """Extend `keys` to the first `stop` full prompt blocks of stand-ins, the ranges that
+        `tokens` builds one call chain per block (a prompt's keys are made at its admission)."""
+        bs = self.tokens_per_block
+        given = request.prompt_block_hashes
+        num_given = 0 if given is None else min(len(given), stop)
+        for idx in range(len(keys), stop):
+            if given is not None and idx < num_given:
+                first = STAND_IN_BASE + _mix(given[idx])
+            else:
+                first = self._request_base(request.request_id) + idx * bs
+            keys.append(range(first, first + bs))
 
     def keys(self, request: Request, num_tokens: int) -> list[BlockKey]:
         """chopVectorIntoBlocks with partial blocks allowed: full keys, then the partial tail."""

@@ -52,9 +52,15 @@ class LookupNode:
         self.by_first_token: dict[int, list[LookupNode]] | None = None
         self.block: KVCacheBlock | None = None
 
-    def add_child(self, key: BlockKey) -> LookupNode:
-        """A new empty child under `key` (not empty), last in both orders."""
-        child = self.children[key] = LookupNode(key, self)
+    def add_child(self, key: BlockKey, spare: list[LookupNode]) -> LookupNode:
+        """A new empty child under `key` (not empty), last in both orders: a spare node where
+        there is one (a node per stored block: allocating them is most of storing a prompt)."""
+        if spare:
+            child = spare.pop()
+            child.key, child.parent = key, self
+        else:
+            child = LookupNode(key, self)
+        self.children[key] = child
         index = self.by_first_token
         if index is not None:
             index.setdefault(key[0], []).append(child)
@@ -79,13 +85,15 @@ class LookupNode:
                 index.setdefault(key[0], []).append(child)
         return index.get(token, [])
 
-    def clear_block(self) -> None:
-        """Drop the node's block; nodes left empty and childless leave the tree, upwards."""
+    def clear_block(self, retired: list[LookupNode]) -> None:
+        """Drop the node's block; nodes left empty and childless leave the tree, upwards, into
+        `retired`."""
         self.block = None
         node = self
         parent = node.parent
         while parent is not None and node.block is None and not node.children:
             parent.remove_child(node.key)
+            retired.append(node)
             node, parent = parent, parent.parent
 
 
@@ -105,6 +113,11 @@ class RadixTree:
     def __init__(self) -> None:
         """An empty tree."""
         self.root = LookupNode((), None)
+        # nodes that left the tree, and those of them that `store_blocks` may reuse: a node
+        # retired during a walk may still be the walk's position, so a store reuses only nodes
+        # retired before it began (and only those still empty and childless)
+        self.retired: list[LookupNode] = []
+        self.spare: list[LookupNode] = []
 
     def find_matching_block(
         self, node: LookupNode, key: BlockKey, partial_reuse: bool, copy_on_partial_reuse: bool
@@ -137,13 +150,12 @@ class RadixTree:
                 return True, -neg_shared, block
         return False, 0, None
 
-    @staticmethod
-    def detach(block: KVCacheBlock) -> None:
+    def detach(self, block: KVCacheBlock) -> None:
         """Take one block out of the tree (its node goes if nothing else hangs on it)."""
         node = block.node
         if node is not None:
             block.node = None
-            node.clear_block()
+            node.clear_block(self.retired)
 
     def free_block_and_all_descendants(self, block: KVCacheBlock) -> None:
         """The block and every block stored below it stop being reusable."""
@@ -167,6 +179,8 @@ class RadixTree:
         A key already stored at its position keeps the stored block (the sequence's copy stays a
         plain block); returns how many of the sequence's blocks were inserted.
         """
+        self._recycle()
+        spare = self.spare
         node = self.root
         need_match = True
         stored = 0
@@ -181,7 +195,7 @@ class RadixTree:
             block.is_full = len(key) == tokens_per_block
             child = node.children.get(key)
             if child is None:
-                child = node.add_child(key)
+                child = node.add_child(key, spare)
             if child.block is None:
                 child.block = block
                 block.node = child
@@ -189,6 +203,15 @@ class RadixTree:
             stored += 1
             need_match = False
         return stored
+
+    def _recycle(self) -> None:
+        """Nodes retired since the last store become spare, unless something hangs on them."""
+        spare = self.spare
+        for node in self.retired:
+            if node.block is None and not node.children:
+                node.parent = node.by_first_token = None
+                spare.append(node)
+        self.retired.clear()
 
     def match_full_blocks(self, keys: list[BlockKey]) -> tuple[tuple[LookupNode, BlockKey] | None, int, int]:
         """findNewContextBlock + countReusableBlocks in one walk over full-block keys.

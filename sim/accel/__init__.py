@@ -71,6 +71,7 @@ COMPILED_MODULES = (
     "schedsim.metrics.column",
     "schedsim.worlds.oracle",
     "schedsim.worlds.executor",
+    "schedsim.worlds.inputs",
     "schedsim.engine.loop",
     "schedsim.metrics.hol",
     "schedsim.metrics.jumps",
@@ -84,6 +85,7 @@ COMPILED_MODULES = (
     "schedsim.latency.roofline",
     "schedsim.latency.overhead",
     "schedsim.latency.table",
+    "schedsim.latency.interp",
 )
 GROUP = "schedsim_accel"  # mypyc's shared library: {GROUP}__mypyc
 # import name prefix -> source folder in the repository (pyproject's package-dir)

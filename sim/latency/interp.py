@@ -46,11 +46,11 @@ class Curve:
     ) -> None:
         if len(xs) != len(ys) or len(xs) == 0:
             raise ValueError(f"{name}: need equally many x and y values, at least one")
-        pairs = sorted(zip(xs, ys, strict=True))
-        self.xs = [float(x) for x, _ in pairs]
+        pairs = sorted(zip([float(x) for x in xs], [float(y) for y in ys], strict=True))
+        self.xs = [x for x, _ in pairs]
         if any(b <= a for a, b in zip(self.xs, self.xs[1:], strict=False)):
             raise ValueError(f"{name}: duplicate x values in the grid")
-        ys_sorted = [float(y) for _, y in pairs]
+        ys_sorted = [y for _, y in pairs]
         self.ys = isotonic(ys_sorted) if monotone else ys_sorted
         self.name = name
         self.warn = warn  # False when the owner warns once for all its curves

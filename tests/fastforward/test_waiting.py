@@ -194,6 +194,94 @@ def test_sglang_intake_aborts_inside_full_batch_stretches_identical() -> None:
     assert (reasons[long["request_id"]] == "abort").all()
 
 
+@st.composite
+def long_queues(draw: st.DrawFn) -> pd.DataFrame:
+    """Over 128 requests at once, some sharing prompt blocks (their lookups split tree nodes)."""
+    n = draw(st.integers(150, 220))
+    own = draw(st.lists(st.integers(1, 6), min_size=n, max_size=n))
+    shared = draw(st.lists(st.integers(0, 3), min_size=n, max_size=n))
+    hashes = [
+        tuple(range(s)) + tuple(10**6 + 10 * i + j for j in range(o))
+        for i, (s, o) in enumerate(zip(shared, own, strict=True))
+    ]
+    wl = pd.DataFrame(
+        {
+            "request_id": [f"l{i}" for i in range(n)],
+            "arrival_time": np.arange(n) * draw(st.sampled_from([0.0005, 0.002])),
+            "prompt_tokens": [16 * len(h) - 3 for h in hashes],
+            "output_tokens": draw(st.lists(st.integers(2, 60), min_size=n, max_size=n)),
+            "prompt_block_hashes": hashes,
+        }
+    )
+    wl.attrs[ATTR_PREFIX_BLOCK_SIZE] = 16
+    return wl
+
+
+@pytest.mark.parametrize("engine", ["sync", "async"])
+@settings(parent=SETTINGS, max_examples=6)
+@given(
+    wl=long_queues(),
+    blocks=st.integers(40, 90),
+    seqs=st.sampled_from([8, 64]),
+    options=st.sampled_from(
+        [
+            {},
+            {"schedule_policy": "lpm"},
+            {"enable_mixed_chunk": True},
+            {"schedule_policy": "lpm", "enable_mixed_chunk": True},
+        ]
+    ),
+)
+def test_sglang_stretches_start_where_the_prefill_pass_refuses_the_head_identical(
+    engine: str, wl: pd.DataFrame, blocks: int, seqs: int, options: dict
+) -> None:
+    """A queue of over 128 bound by KV: right after a request leaves the batch, the next prefill
+    pass refuses the queue's head (NO_TOKEN) and marks the batch full; a stretch may start there,
+    running that pass first (its lookup of the head stamps and splits the tree)."""
+    assert_same(long_queue_config(engine, blocks, seqs, options), workload=wl, check_invariants=True)
+
+
+def long_queue_config(engine: str, blocks: int, seqs: int, options: dict) -> RunConfig:
+    """SGLang on a small pool with chunked prefill."""
+    return RunConfig(
+        policy="sglang-overlap",
+        engine=engine,
+        num_gpu_blocks=blocks,
+        max_num_seqs=seqs,
+        max_num_batched_tokens=256,
+        max_model_len=512,
+        block_size=16,
+        latency_model="roofline",
+        enable_chunked_prefill=True,
+        policy_options=options,
+    )
+
+
+def test_sglang_takes_stretches_from_an_open_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Such stretches are taken (interpreted: a compiled class cannot be wrapped to see them)."""
+    from schedsim import accel
+    from schedsim.policies.sglang.fastforward import SGLangFastForward
+
+    if accel.status().active:
+        pytest.skip("the compiled companion cannot be wrapped")
+    n = 200
+    wl = pd.DataFrame(
+        {
+            "request_id": [f"l{i}" for i in range(n)],
+            "arrival_time": np.arange(n) * 0.001,
+            "prompt_tokens": [40 + 7 * (i % 9) for i in range(n)],
+            "output_tokens": [20 + 11 * (i % 5) for i in range(n)],
+        }
+    )
+    taken: list[bool] = []
+    real = SGLangFastForward._prefill_fills_batch
+    monkeypatch.setattr(
+        SGLangFastForward, "_prefill_fills_batch", lambda ff: taken.append(real(ff)) or taken[-1]
+    )
+    summary = assert_same(long_queue_config("async", 60, 64, {}), workload=wl)
+    assert any(taken) and summary["fast_forward_steps"] > 0
+
+
 @pytest.mark.parametrize("reservation", ["max_tokens", "none"])
 @pytest.mark.parametrize("seqs", [8, 64])
 def test_orca_reservations_identical(reservation: str, seqs: int) -> None:

@@ -98,6 +98,27 @@ def test_block_keys_stand_in_for_unknown_tokens():
     assert keys.keys(d, 5) == [toks(1, 2, 3, 4), toks(5)]
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    prompt=st.integers(1, 30),
+    hashes=st.none() | st.lists(st.integers(0, 3), max_size=9),
+    outputs=st.lists(st.integers(3, 9), max_size=6),
+    steps=st.lists(st.integers(0, 40), min_size=1, max_size=4),
+)
+def test_full_keys_are_the_tokens_of_each_block_however_they_grow(prompt, hashes, outputs, steps):
+    """The keys made a prompt at a time are `tokens`' keys of each full block, whatever the
+    trace gives (hashes for some or more than all full prompt blocks) and however far each call
+    asks."""
+    keys = BlockKeys(BS)
+    r = Request("r", 0.0, prompt, 8, prompt_block_hashes=None if hashes is None else tuple(hashes))
+    r.output_token_ids.extend(outputs)
+    for n in steps:
+        got = keys.full_keys(r, n)
+        fresh = BlockKeys(BS)
+        want = [fresh.tokens(r, i * BS, (i + 1) * BS) for i in range(min(n, r.num_tokens) // BS)]
+        assert got == want
+
+
 @st.composite
 def operations(draw):
     """Random adds (prompts from three families), token growth, stores and releases."""

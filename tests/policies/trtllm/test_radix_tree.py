@@ -33,10 +33,10 @@ def test_a_removed_child_leaves_the_index_and_a_new_one_comes_last():
     tree = RadixTree()
     root = tree.root
     for key in ((1, 2), (1, 3), (2, 3)):
-        root.add_child(key)
+        root.add_child(key, tree.spare)
     assert [c.key for c in root.children_starting_with(1)] == [(1, 2), (1, 3)]
     root.remove_child((1, 2))
-    root.add_child((1, 2))
+    root.add_child((1, 2), tree.spare)
     assert [c.key for c in root.children_starting_with(1)] == [(1, 3), (1, 2)]
     assert root.children_starting_with(7) == []
     tree.check_index()
@@ -44,7 +44,7 @@ def test_a_removed_child_leaves_the_index_and_a_new_one_comes_last():
 
 def test_check_index_catches_a_child_the_index_missed():
     tree = RadixTree()
-    tree.root.add_child((1, 2))
+    tree.root.add_child((1, 2), tree.spare)
     tree.root.children_starting_with(1)
     tree.root.children[(1, 9)] = LookupNode((1, 9), tree.root)  # bypasses add_child
     with pytest.raises(AssertionError, match="first-token index"):
@@ -58,7 +58,7 @@ def test_index_follows_every_insert_and_removal(ops):
     root = tree.root
     for op, key in ops:
         if op == "add" and key not in root.children:
-            root.add_child(key)
+            root.add_child(key, tree.spare)
         elif op == "remove" and key in root.children:
             root.remove_child(key)
         elif op == "match":
@@ -80,3 +80,33 @@ def test_index_follows_every_insert_and_removal(ops):
         best = root.children[candidates[0]]
         assert partial and block is best.block
         assert n == 1  # the first token: two equal tokens would be the exact match
+
+
+def test_a_store_reuses_the_nodes_an_eviction_retired_as_fresh_ones():
+    tree = RadixTree()
+    blocks = [KVCacheBlock(i) for i in range(4)]
+    assert tree.store_blocks([(1, 2), (3, 4)], blocks[:2], 2) == 2
+    first = [b.node for b in blocks[:2]]
+    tree.root.children_starting_with(1)  # builds the root's index
+    tree.free_block_and_all_descendants(blocks[0])
+    assert tree.num_stored_blocks() == 0 and tree.root.children == {} and len(tree.retired) == 2
+    assert tree.store_blocks([(5, 6), (7, 8)], blocks[2:], 2) == 2
+    second = [b.node for b in blocks[2:]]
+    assert {id(n) for n in second} == {id(n) for n in first} and not tree.retired and not tree.spare
+    top, leaf = second
+    assert tree.root.children == {(5, 6): top} and top.children == {(7, 8): leaf}
+    assert (top.parent, leaf.parent) == (tree.root, top) and top.by_first_token is None
+    assert (top.block, leaf.block) == (blocks[2], blocks[3]) and not leaf.children
+    tree.check_index()
+
+
+def test_a_retired_node_something_hangs_on_is_not_reused():
+    tree = RadixTree()
+    blocks = [KVCacheBlock(i) for i in range(3)]
+    tree.store_blocks([(1, 2)], blocks[:1], 2)
+    node = blocks[0].node
+    tree.detach(blocks[0])
+    assert tree.retired == [node]
+    node.children[(9, 9)] = LookupNode((9, 9), node)  # an orphan hangs on it
+    tree.store_blocks([(3, 4)], blocks[1:2], 2)
+    assert blocks[1].node is not node and not tree.spare and not tree.retired
