@@ -29,9 +29,14 @@ def step_features(shape: StepShape) -> tuple[float, float, float, float]:
     """The four features of one step (one pass of C-level sums over the decodes)."""
     decodes = shape.decodes
     d = len(decodes) + (sum(map(_second, decodes)) if decodes else 0)
-    ctx = (sum(map(_first, decodes)) if decodes else 0) + d
+    return plain_features(shape.prefills, d, (sum(map(_first, decodes)) if decodes else 0) + d)
+
+
+def plain_features(prefills: list[tuple[int, int]], d: int, ctx: int) -> tuple[float, float, float, float]:
+    """The four features from the prefill chunks, the decode tokens and the decodes' share of
+    sum_context (what a draft-free step knows without a decode list)."""
     p = sq = 0
-    for n, c in shape.prefills:
+    for n, c in prefills:
         p += n
         ctx += c + n
         sq += (c + n) * (c + n) - c * c
@@ -152,8 +157,18 @@ class FittedStepModel:
         """Seconds of one GPU step of this shape."""
         if not shape.prefills and not shape.decodes:
             return 0.0
+        return self._time(*step_features(shape))
+
+    def plain_step_time(self, prefills: list[tuple[int, int]], num_decodes: int, ctx_sum: int) -> float:
+        """step_time of prefill chunks and draft-free decodes given by their count and context sum
+        (the executor's path: no decode list)."""
+        if not prefills and not num_decodes:
+            return 0.0
+        return self._time(*plain_features(prefills, num_decodes, ctx_sum + num_decodes))
+
+    def _time(self, p: float, d: float, ctx: float, sq: float) -> float:
+        """The fitted line at one step's features."""
         c0, c1, c2, c3, c4 = self._c
-        p, d, ctx, sq = step_features(shape)
         return c0 + c1 * p + c2 * d + c3 * ctx + c4 * sq
 
     def describe(self) -> dict:

@@ -112,12 +112,26 @@ class OverheadModel:
         prefills, decodes = shape.prefills, shape.decodes
         nd = len(decodes)
         drafts = sum(map(_second, decodes)) if nd else 0
-        if nd and not prefills and not drafts:
-            return self.decode_step_time(nd, sum(map(_first, decodes)))
+        if not drafts:
+            return self.plain_step_time(prefills, nd, sum(map(_first, decodes)) if nd else 0)
         tokens = (sum(map(_first, prefills)) if prefills else 0) + nd + drafts
+        return self._mixed(self.inner.step_time(shape), tokens, len(prefills) + nd + drafts)
+
+    def plain_step_time(self, prefills: list[tuple[int, int]], num_decodes: int, ctx_sum: int) -> float:
+        """step_time of prefill chunks and draft-free decodes given by their count and context sum
+        (step_time routes such shapes here: the executor gets the same float without a decode list)."""
+        if not prefills:
+            return self.decode_step_time(num_decodes, ctx_sum) if num_decodes else 0.0
+        tokens = sum(map(_first, prefills)) + num_decodes
         if tokens == 0:
             return 0.0
-        g = self.gpu_time(self.inner.step_time(shape), tokens, len(prefills) + nd + drafts)
+        inner = self.inner.plain_step_time(prefills, num_decodes, ctx_sum)
+        return self._mixed(inner, tokens, len(prefills) + num_decodes)
+
+    def _mixed(self, inner: float, tokens: int, sampled: int) -> float:
+        """A step with prefills or drafts: the wrapped model's time with the overheads, floored
+        when launched eagerly."""
+        g = self.gpu_time(inner, tokens, sampled)
         if self.eager(tokens, False) and self.launch_floor > g:
             return self.launch_floor
         return g

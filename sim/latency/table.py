@@ -186,15 +186,28 @@ class TableModel:
         prefills, decodes = shape.prefills, shape.decodes
         nd = len(decodes)
         drafts = sum(map(_second, decodes)) if nd else 0
-        if nd and not prefills and not drafts:
-            return self.decode_step_time(nd, sum(map(_first, decodes)))
+        if not drafts:
+            return self.plain_step_time(prefills, nd, sum(map(_first, decodes)) if nd else 0)
         tokens = (sum(map(_first, prefills)) if prefills else 0) + nd + drafts
-        if tokens == 0:
-            return 0.0
         rl = self.roofline
         attn = rl.prefill_attention(prefills) + rl.decode_attention(decodes, drafts)
         return (
             self.dense_time(tokens) + self.model.num_layers * attn + rl.head_time(len(prefills) + nd + drafts)
+        )
+
+    def plain_step_time(self, prefills: list[tuple[int, int]], num_decodes: int, ctx_sum: int) -> float:
+        """step_time of prefill chunks and draft-free decodes given by their count and context sum
+        (step_time routes such shapes here: the executor gets the same float without a decode list)."""
+        if not prefills:
+            return self.decode_step_time(num_decodes, ctx_sum) if num_decodes else 0.0
+        tokens = sum(map(_first, prefills)) + num_decodes
+        if tokens == 0:
+            return 0.0
+        rl = self.roofline
+        decode = rl.plain_decode_attention(num_decodes, ctx_sum) if num_decodes else 0.0
+        attn = rl.prefill_attention(prefills) + decode
+        return (
+            self.dense_time(tokens) + self.model.num_layers * attn + rl.head_time(len(prefills) + num_decodes)
         )
 
     def decode_step_time(self, num_decodes: int, ctx_sum: int) -> float:

@@ -19,6 +19,7 @@ from schedsim.metrics.workload import WorkloadColumns
 from schedsim.policies import StepPlan
 
 EVERYONE = 1 << 62  # the size limit when every waiting request would fit
+NOT_WAITING = EVERYONE + 1  # a size no limit admits
 
 
 class HeadOfLineTracker:
@@ -41,6 +42,9 @@ class HeadOfLineTracker:
         self.prompt = np.asarray(workload.prompt, dtype=np.int64)[self.order]
         self.prio = np.asarray(workload.priority, dtype=np.int64)[self.order]
         self.waiting = np.zeros(n, dtype=bool)
+        # the prompt of each waiting request, NOT_WAITING for the others: one comparison with the
+        # size limit finds who is waiting and fits
+        self.size = np.full(n, NOT_WAITING, dtype=np.int64)
         self.hol = np.zeros(n, dtype=float)
         self.count = self.lo = self.hi = 0
         self.seats, self.budget, self.chunked = max_num_seqs, max_num_batched_tokens, chunked
@@ -60,6 +64,7 @@ class HeadOfLineTracker:
         r = int(self.rank[idx])
         if not self.waiting[r]:
             self.waiting[r] = True
+            self.size[r] = self.prompt[r]
             self.count += 1
             self.version += 1
             self.hi = max(self.hi, r + 1)
@@ -70,6 +75,7 @@ class HeadOfLineTracker:
         r = int(self.rank[idx])
         if self.waiting[r]:
             self.waiting[r] = False
+            self.size[r] = NOT_WAITING
             self.count -= 1
             self.version += 1
         while self.lo < self.hi and not self.waiting[self.lo]:
@@ -86,7 +92,7 @@ class HeadOfLineTracker:
     def charge(self, now: float) -> None:
         """Charge the blocked requests the interval since the previous schedule."""
         if self.pending is not None:
-            self.hol[self.pending] += now - self.since
+            np.add.at(self.hol, self.pending, now - self.since)  # (one call: the indices are distinct)
         self.since = now
 
     def judge(
@@ -113,20 +119,21 @@ class HeadOfLineTracker:
         self.judged, self.judged_limit = seen, limit
         self.pending, self.pending_max = None, 0
         lo, hi = self.lo, self.hi
-        wait = self.waiting[lo:hi]
-        fits = wait & (self.prompt[lo:hi] <= limit)
+        size = self.size[lo:hi]
+        fits = size <= limit
         if not self.preempted:  # the head of the queue is the blocker, not blocked behind one
-            fits[self._head(wait, lo)] = False
+            fits[self._head(lo, hi)] = False
         hit = fits.nonzero()[0]  # the array methods: numpy's module functions add a Python call
         if len(hit):
             self.pending = hit + lo
-            self.pending_max = int(self.prompt[self.pending].max())
+            self.pending_max = int(size[hit].max())
 
-    def _head(self, wait: np.ndarray, lo: int) -> int:
+    def _head(self, lo: int, hi: int) -> int:
         """Window offset of the first request in queue order."""
+        wait = self.waiting[lo:hi]
         if not self.priority:
-            return int(wait.argmax())
-        prio = np.where(wait, self.prio[lo : lo + len(wait)], np.iinfo(np.int64).max)
+            return 0 if wait[0] else int(wait.argmax())  # lo is the head once a request has left
+        prio = np.where(wait, self.prio[lo:hi], np.iinfo(np.int64).max)
         return int(prio.argmin())  # ties: the earliest arrival (argmin takes the first)
 
     def per_request(self) -> np.ndarray:

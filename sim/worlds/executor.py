@@ -86,10 +86,11 @@ class SimExecutor:
     ) -> None:
         self.oracle = oracle
         self.latency_model = latency_model
-        # plain decodes' step time from their count and context sum, where the model has it (its
-        # step_time routes such shapes there: the same float without the per-request shape)
-        self.decode_step_time: Callable[[int, int], float] | None = getattr(
-            latency_model, "decode_step_time", None
+        # the step time of prefills and draft-free decodes from the decodes' count and context sum,
+        # where the model has it (its step_time routes such shapes there: the same float without
+        # a tuple per decode)
+        self.plain_step_time: Callable[[list[tuple[int, int]], int, int], float] | None = getattr(
+            latency_model, "plain_step_time", None
         )
         self.propose_drafts = propose_drafts
         self.draft_latency_model = draft_latency_model  # the draft model's step times, or None
@@ -112,8 +113,8 @@ class SimExecutor:
         shape = StepShape()
         plain: list[int] = []  # the decodes' contexts, for a plan without drafts
         ctx_sum = self._play(plan, requests, result, shape, plain, handle)
-        if self.decode_step_time is not None and not shape.prefills and not handle.num_spec_tokens:
-            handle.gpu_time = float(self.decode_step_time(handle.num_decode_reqs, ctx_sum))
+        if self.plain_step_time is not None and not handle.num_spec_tokens:
+            handle.gpu_time = float(self.plain_step_time(shape.prefills, handle.num_decode_reqs, ctx_sum))
         else:
             if plain:
                 shape.decodes = [(ctx, 0) for ctx in plain]
@@ -160,13 +161,13 @@ class SimExecutor:
     ) -> int:
         """Classify each scheduled request and sample its tokens (the simulator's hot loop); returns
         the decodes' context sum. The decodes of a plan without drafts go to `plain` (their contexts)
-        instead of the shape: a step of plain decodes needs only their count and sum."""
+        instead of the shape: such a step needs only their count and sum (`plain_step_time`)."""
         oracle, spec, ctxs = self.oracle, plan.spec_decode_tokens, plan.context_lens
         sampled, drafts = result.sampled_token_ids, result.draft_token_ids
         prefills, decodes = shape.prefills, shape.decodes
         check_kv = bool(oracle.kv_fail)
         self._reset_positions(plan)
-        workers, token, span, ids = self.workers, oracle.token, oracle.span, oracle.ids
+        workers, token, span = self.workers, oracle.token, oracle.span
         propose = self.propose_drafts
         step, last_sampled = h.step, self.last_sampled
         pre_tok = dec_tok = spec_tok = num_dec = ctx_sum = 0
@@ -209,7 +210,7 @@ class SimExecutor:
                 toks = [w.eos]
             else:
                 tok = synthetic_token(w.key, index, span)
-                toks = [ids[tok] if tok != w.eos and w.plain else token(req, index)]
+                toks = [tok if tok != w.eos and w.plain else token(req, index)]
             sampled[rid] = toks
             w.position = index + len(toks)
             if req.num_spec_tokens:
