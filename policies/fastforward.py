@@ -21,7 +21,6 @@ counters).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from mypy_extensions import mypyc_attr
@@ -32,16 +31,28 @@ from .plan import RequestOutput, StepPlan
 from .request import Request, RequestStatus
 
 
-@dataclass(frozen=True)
 class HeadDemand:
-    """How a family's schedule asks the pool for the waiting queue's head (`_head_blocked`)."""
+    """How a family's schedule asks the pool for the waiting queue's head (`_head_blocked`).
 
-    least_budget: int  # the fewest tokens any schedule of the stretch leaves for it
-    most_budget: int  # the most
-    chunked: bool  # a prompt over the budget gets a chunk of it (else it waits)
-    threshold: int = 0  # long_prefill_token_threshold, the least any schedule uses (0: none)
-    lookahead: int = 0  # slots reserved beyond the scheduled tokens
-    full_must_fit: bool = False  # the whole known sequence must fit (scheduler_reserve_full_isl)
+    A plain class, not a dataclass: one is built at every certificate, and a compiled
+    dataclass's generated `__init__` stays interpreted code.
+    """
+
+    def __init__(
+        self,
+        least_budget: int,
+        most_budget: int,
+        chunked: bool,
+        threshold: int = 0,
+        lookahead: int = 0,
+        full_must_fit: bool = False,
+    ) -> None:
+        self.least_budget = least_budget  # the fewest tokens any schedule of the stretch leaves for it
+        self.most_budget = most_budget  # the most
+        self.chunked = chunked  # a prompt over the budget gets a chunk of it (else it waits)
+        self.threshold = threshold  # long_prefill_token_threshold, the least any schedule uses (0: none)
+        self.lookahead = lookahead  # slots reserved beyond the scheduled tokens
+        self.full_must_fit = full_must_fit  # the whole known sequence must fit (scheduler_reserve_full_isl)
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # the baselines, SGLang and TensorRT-LLM extend it

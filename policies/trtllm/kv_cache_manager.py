@@ -30,7 +30,6 @@ its batches) adds a block instead; its usage then stays at 1.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
 
 from .block_keys import BlockKey
 from .errors import KvCacheExhaustedError
@@ -39,15 +38,26 @@ from .radix_tree import KVCacheBlock, LookupNode, RadixTree
 FIRST_BLOCK_ID = 1  # block 0 stays unused, as the simulator's and the real executor's null block
 
 
-@dataclass(frozen=True, slots=True)
 class PrefixReuseSummary:
-    """analyzePrefixReuse: the first block not stored and how many full blocks are."""
+    """analyzePrefixReuse: the first block not stored and how many full blocks are.
 
-    # (parent node, key) of the first full block not in the tree; None when every one is.
-    first_new_block: tuple[LookupNode, BlockKey] | None = None
-    # stored blocks some live sequence holds: reusing them takes no free block
-    reusable_blocks_allocated: int = 0
-    reusable_blocks_all: int = 0
+    A plain class, not a dataclass: one is built per context request and schedule, and a
+    compiled dataclass's generated `__init__` stays interpreted code.
+    """
+
+    __slots__ = ("first_new_block", "reusable_blocks_allocated", "reusable_blocks_all")
+
+    def __init__(
+        self,
+        first_new_block: tuple[LookupNode, BlockKey] | None = None,
+        reusable_blocks_allocated: int = 0,
+        reusable_blocks_all: int = 0,
+    ) -> None:
+        # (parent node, key) of the first full block not in the tree; None when every one is.
+        self.first_new_block = first_new_block
+        # stored blocks some live sequence holds: reusing them takes no free block
+        self.reusable_blocks_allocated = reusable_blocks_allocated
+        self.reusable_blocks_all = reusable_blocks_all
 
 
 NO_REUSE = PrefixReuseSummary()

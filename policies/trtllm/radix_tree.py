@@ -186,6 +186,10 @@ class RadixTree:
         stored = 0
         for key, block in zip(keys, blocks, strict=False):  # the keys may cover fewer blocks
             if need_match:
+                own = block.node  # the sequence's block, stored here already: the match, unhashed
+                if own is not None and own.parent is node and own.key == key:
+                    node = own
+                    continue
                 matched = node.children.get(key)
                 if matched is not None and matched.block is not None:
                     node = matched

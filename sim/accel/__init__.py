@@ -39,6 +39,8 @@ COMPILED_MODULES = (
     "schedsim.policies.vllm.scheduler",
     "schedsim.policies.vllm.async_scheduler",
     "schedsim.policies.trtllm.state",
+    "schedsim.policies.trtllm.stats",
+    "schedsim.policies.trtllm.prefix_aware",
     "schedsim.policies.trtllm.block_keys",
     "schedsim.policies.trtllm.radix_tree",
     "schedsim.policies.trtllm.kv_cache_manager",
