@@ -110,3 +110,18 @@ def test_a_retired_node_something_hangs_on_is_not_reused():
     node.children[(9, 9)] = LookupNode((9, 9), node)  # an orphan hangs on it
     tree.store_blocks([(3, 4)], blocks[1:2], 2)
     assert blocks[1].node is not node and not tree.spare and not tree.retired
+
+
+def test_a_store_walks_through_the_sequences_own_blocks_and_restores_a_grown_partial_one():
+    """Stored again (at release), a sequence matches the blocks it stored itself; its last block,
+    stored partial and since filled, is moved under its full key, not matched under the old one."""
+    tree = RadixTree()
+    blocks = [KVCacheBlock(i) for i in range(3)]
+    assert tree.store_blocks([(1, 2), (3,)], blocks[:2], 2) == 2
+    first, partial = blocks[0].node, blocks[1].node
+    assert tree.store_blocks([(1, 2), (3, 4), (5, 6)], blocks, 2) == 2
+    assert blocks[0].node is first and first.children == {(3, 4): blocks[1].node}
+    grown = blocks[1].node
+    assert grown is not partial and grown.key == (3, 4) and blocks[1].is_full
+    assert grown.children == {(5, 6): blocks[2].node} and partial.block is None
+    tree.check_index()
