@@ -92,7 +92,7 @@ class HeadOfLineTracker:
     def charge(self, now: float) -> None:
         """Charge the blocked requests the interval since the previous schedule."""
         if self.pending is not None:
-            np.add.at(self.hol, self.pending, now - self.since)  # (one call: the indices are distinct)
+            np.add.at(self.hol, self.pending, now - self.since)  # one call; `hol[p] += d` makes three
         self.since = now
 
     def judge(
