@@ -50,14 +50,17 @@ class HeadOfLineTracker:
         self.seats, self.budget, self.chunked = max_num_seqs, max_num_batched_tokens, chunked
         self.block_size, self.usable, self.priority = block_size, usable_blocks, priority
         self.preempted: dict[str, None] = {}
+        # the blocked requests: offsets into the window as it began at rank `pending_lo`
         self.pending: np.ndarray | None = None
+        self.pending_lo = 0
         self.since = 0.0
         # the last judgement: the queue it saw (`version`, bumped when the queue changes), the
-        # size limit it applied (-1: none, it judged nobody blocked) and the largest blocked prompt
+        # size limit it applied (-1: none, it judged nobody blocked) and the largest blocked
+        # prompt (-1 until a later judgement of the same queue asks for it)
         self.version = 0
         self.judged: tuple[int, bool] = (-1, False)
         self.judged_limit = -1
-        self.pending_max = 0
+        self.pending_max = -1
 
     def added(self, idx: int) -> None:
         """A request reached the engine."""
@@ -91,8 +94,8 @@ class HeadOfLineTracker:
 
     def charge(self, now: float) -> None:
         """Charge the blocked requests the interval since the previous schedule."""
-        if self.pending is not None:
-            np.add.at(self.hol, self.pending, now - self.since)  # one call; `hol[p] += d` makes three
+        if self.pending is not None:  # one call; `hol[p] += d` makes three
+            np.add.at(self.hol[self.pending_lo :], self.pending, now - self.since)
         self.since = now
 
     def judge(
@@ -113,20 +116,25 @@ class HeadOfLineTracker:
         else:
             limit = free_tokens if self.chunked else min(budget, free_tokens)
         seen = (self.version, bool(self.preempted))
-        if seen == self.judged and self.pending_max <= limit <= self.judged_limit:
+        if seen == self.judged and limit <= self.judged_limit and self._largest_pending() <= limit:
             self.judged_limit = limit  # the same queue, a lower limit every blocked one still fits
             return
         self.judged, self.judged_limit = seen, limit
-        self.pending, self.pending_max = None, 0
+        self.pending, self.pending_max = None, -1
         lo, hi = self.lo, self.hi
-        size = self.size[lo:hi]
-        fits = size <= limit
+        fits = self.size[lo:hi] <= limit
         if not self.preempted:  # the head of the queue is the blocker, not blocked behind one
             fits[self._head(lo, hi)] = False
         hit = fits.nonzero()[0]  # the array methods: numpy's module functions add a Python call
         if len(hit):
-            self.pending = hit + lo
-            self.pending_max = int(size[hit].max())
+            self.pending, self.pending_lo = hit, lo
+
+    def _largest_pending(self) -> int:
+        """The largest blocked prompt (0: none blocked), computed once per blocked set."""
+        if self.pending_max < 0:
+            pending = self.pending
+            self.pending_max = 0 if pending is None else int(self.size[self.pending_lo :][pending].max())
+        return self.pending_max
 
     def _head(self, lo: int, hi: int) -> int:
         """Window offset of the first request in queue order."""
