@@ -8,8 +8,7 @@ time until the next schedule(). Preempted requests waiting to resume sit at the 
 (vLLM prepends them), so while any exists every never-scheduled request is behind a blocker.
 The queue order is arrival order, or (priority, arrival) for the priority policy. Vectorised over
 the waiting window, so overloaded runs with long queues stay cheap; a judgement of an unchanged
-queue under a size limit no higher than the last one's, which every blocked request still meets,
-keeps the blocked set as it is (as the KV pool fills step by step, most judgements).
+queue under an unchanged size limit keeps the blocked set as it is.
 """
 
 from __future__ import annotations
@@ -54,13 +53,11 @@ class HeadOfLineTracker:
         self.pending: np.ndarray | None = None
         self.pending_lo = 0
         self.since = 0.0
-        # the last judgement: the queue it saw (`version`, bumped when the queue changes), the
-        # size limit it applied (-1: none, it judged nobody blocked) and the largest blocked
-        # prompt (-1 until a later judgement of the same queue asks for it)
+        # the last judgement: the queue it saw (`version`, bumped when the queue changes) and the
+        # size limit it applied (-1: none, it judged nobody blocked)
         self.version = 0
         self.judged: tuple[int, bool] = (-1, False)
         self.judged_limit = -1
-        self.pending_max = -1
 
     def added(self, idx: int) -> None:
         """A request reached the engine."""
@@ -116,11 +113,10 @@ class HeadOfLineTracker:
         else:
             limit = free_tokens if self.chunked else min(budget, free_tokens)
         seen = (self.version, bool(self.preempted))
-        if seen == self.judged and limit <= self.judged_limit and self._largest_pending() <= limit:
-            self.judged_limit = limit  # the same queue, a lower limit every blocked one still fits
-            return
+        if seen == self.judged and limit == self.judged_limit:
+            return  # the same queue under the same limit: the same blocked set
         self.judged, self.judged_limit = seen, limit
-        self.pending, self.pending_max = None, -1
+        self.pending = None
         lo, hi = self.lo, self.hi
         fits = self.size[lo:hi] <= limit
         if not self.preempted:  # the head of the queue is the blocker, not blocked behind one
@@ -128,13 +124,6 @@ class HeadOfLineTracker:
         hit = fits.nonzero()[0]  # the array methods: numpy's module functions add a Python call
         if len(hit):
             self.pending, self.pending_lo = hit, lo
-
-    def _largest_pending(self) -> int:
-        """The largest blocked prompt (0: none blocked), computed once per blocked set."""
-        if self.pending_max < 0:
-            pending = self.pending
-            self.pending_max = 0 if pending is None else int(self.size[self.pending_lo :][pending].max())
-        return self.pending_max
 
     def _head(self, lo: int, hi: int) -> int:
         """Window offset of the first request in queue order."""
