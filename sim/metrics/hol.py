@@ -19,6 +19,7 @@ from schedsim.policies import StepPlan
 
 EVERYONE = 1 << 62  # the size limit when every waiting request would fit
 NOT_WAITING = EVERYONE + 1  # a size no limit admits
+NO_JUDGEMENT = (-1, False, -1)  # no queue version is -1: the next judgement judges afresh
 
 
 class HeadOfLineTracker:
@@ -53,11 +54,11 @@ class HeadOfLineTracker:
         self.pending: np.ndarray | None = None
         self.pending_lo = 0
         self.since = 0.0
-        # the last judgement: the queue it saw (`version`, bumped when the queue changes) and the
-        # size limit it applied (-1: none, it judged nobody blocked)
+        # the last judgement: the queue it saw (`version`, bumped when the queue changes), whether
+        # preempted requests waited, and the size limit it applied (NO_JUDGEMENT: it judged nobody
+        # blocked)
         self.version = 0
-        self.judged: tuple[int, bool] = (-1, False)
-        self.judged_limit = -1
+        self.judged = NO_JUDGEMENT
 
     def added(self, idx: int) -> None:
         """A request reached the engine."""
@@ -103,7 +104,7 @@ class HeadOfLineTracker:
         self.charge(now)
         budget = self.budget - num_scheduled
         if self.count == 0 or preempted or running >= self.seats or budget <= 0:
-            self.pending, self.judged_limit = None, -1
+            self.pending, self.judged = None, NO_JUDGEMENT
             return
         free_tokens = int((1.0 - kv_usage) * self.usable + 1e-9) * self.block_size
         # who fits: with chunked prefill a first chunk of min(prompt, budget) tokens needs free
@@ -112,10 +113,10 @@ class HeadOfLineTracker:
             limit = EVERYONE
         else:
             limit = free_tokens if self.chunked else min(budget, free_tokens)
-        seen = (self.version, bool(self.preempted))
-        if seen == self.judged and limit == self.judged_limit:
+        seen = (self.version, bool(self.preempted), limit)
+        if seen == self.judged:
             return  # the same queue under the same limit: the same blocked set
-        self.judged, self.judged_limit = seen, limit
+        self.judged = seen
         self.pending = None
         lo, hi = self.lo, self.hi
         fits = self.size[lo:hi] <= limit

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from schedsim.metrics.hol import HeadOfLineTracker
+from schedsim.metrics.hol import NO_JUDGEMENT, HeadOfLineTracker
 from schedsim.metrics.workload import WorkloadColumns
 from schedsim.policies import Request, StepPlan
 
@@ -119,7 +119,7 @@ def test_keeping_the_blocked_set_equals_judging_afresh(
                 elif kind == "resume":
                     plan.resumed_req_ids = list(t.preempted)[:1]
                 t.step(now, plan, running=1, kv_usage=1.0 - free / 10)
-        fresh.judged = (-1, False)  # forget the last judgement: judge afresh every time
+        fresh.judged = NO_JUDGEMENT  # forget the last judgement: judge afresh every time
         now += 0.125 + 0.01 * idx
     assert kept.per_request().tolist() == fresh.per_request().tolist()
 
