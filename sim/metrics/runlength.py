@@ -92,5 +92,7 @@ def weighted_percentiles(values: np.ndarray, counts: np.ndarray, qs: list[float]
 
 
 def weighted_mean(values: np.ndarray, counts: np.ndarray) -> float:
-    """Mean of the expanded samples."""
-    return float(np.dot(values, counts.astype(float)) / counts.sum())
+    """Mean of the expanded samples, its sum exactly rounded: the same on every machine (a BLAS
+    dot product splits long vectors among threads, so its last bits follow the core count)."""
+    total = math.fsum((values * counts).tolist())  # each product exactly rounded: counts < 2^53
+    return total / float(counts.sum())

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -50,3 +54,29 @@ def test_percentiles_of_many_tied_runs_match_numpy(seed: int, q: float) -> None:
     values = rng.choice([1e-3, 2.5e-3, 0.0125, 0.5], size=5000)
     counts = rng.integers(1, 40, size=5000)
     assert weighted_percentile(values, counts, q) == float(np.percentile(np.repeat(values, counts), q))
+
+
+MEAN_SCRIPT = """
+import numpy as np
+from schedsim.metrics.runlength import weighted_mean
+rng = np.random.default_rng(7)
+print(repr(weighted_mean(rng.random(200_000), rng.integers(1, 100, 200_000))))
+"""
+
+
+def test_mean_of_long_runs_does_not_follow_the_blas_thread_count() -> None:
+    """A BLAS dot product splits a long vector among its threads, so the sum's last bits would
+    follow the machine's core count: the mean is the same whatever the thread count."""
+    means = set()
+    for threads in ("1", "4"):
+        env = {
+            **os.environ,
+            "OPENBLAS_NUM_THREADS": threads,
+            "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads,
+        }
+        done = subprocess.run(
+            [sys.executable, "-c", MEAN_SCRIPT], env=env, capture_output=True, text=True, check=True
+        )
+        means.add(done.stdout.strip())
+    assert len(means) == 1, means
