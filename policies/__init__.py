@@ -22,6 +22,7 @@ from . import trtllm as trtllm  # "trtllm:<capacity policy>"
 from . import vllm as vllm  # "vllm", "vllm-async"
 from .config import SchedulerConfig
 from .interface import (
+    EngineFailure,
     Executor,
     FastForwardHooks,
     HasRunCounters,
@@ -46,6 +47,7 @@ from .request import Request, RequestStatus
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "EngineFailure",
     "Executor",
     "FastForwardHooks",
     "HasRunCounters",

@@ -22,6 +22,30 @@ class RequestRejected(ValueError):
     request, and the run goes on."""
 
 
+class EngineFailure(RuntimeError):
+    """The engine a policy models would itself fail or hang at this step: a finding about that
+    engine, so the policy stops here rather than invent a way out (a run reports it, a sweep
+    records it as its point's result)."""
+
+    engine = "the engine"  # whose failure, in the words a report uses
+    cause = "failure"  # a short tag: the family's subclasses name theirs
+
+    def __init__(self, step: int, request_ids: Sequence[str], message: str) -> None:
+        """`message` says what happened, naming the requests; `step` is the scheduling step."""
+        super().__init__(f"step {step}: {message}")
+        self.step = step
+        self.request_ids = list(request_ids)
+        self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Rebuilt from its fields, so it crosses a process pool whole."""
+        return (type(self), (self.step, self.request_ids, self.message))
+
+    def report(self) -> str:
+        """What stopped the run, as a report's line says it."""
+        return f"{self.engine} itself fails here ({self.cause}), {self}"
+
+
 @runtime_checkable
 class Policy(Protocol):
     """A scheduler: decides each step's plan and folds the step's result back into its requests."""

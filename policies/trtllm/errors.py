@@ -6,22 +6,18 @@ simulator error; the message names the step, the requests and the cause.
 
 from __future__ import annotations
 
+from ..interface import EngineFailure
+
 
 class KvCacheExhaustedError(RuntimeError):
     """The KV cache manager has no free block where one is needed (TensorRT-LLM: "No free blocks
     left"); prepare_resources turns it into KvCacheExhausted."""
 
 
-class TrtllmFailure(RuntimeError):
+class TrtllmFailure(EngineFailure):
     """TensorRT-LLM itself would fail (or hang) at this step."""
 
-    cause = "failure"
-
-    def __init__(self, step: int, request_ids: list[str], message: str) -> None:
-        """`message` says what happened, naming the requests; `step` is the scheduling step."""
-        super().__init__(f"step {step}: {message}")
-        self.step = step
-        self.request_ids = list(request_ids)
+    engine = "TensorRT-LLM"
 
 
 class KvCacheExhausted(TrtllmFailure):

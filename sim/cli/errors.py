@@ -1,8 +1,10 @@
 """How a command ends on bad input or a closed pipe: one line on stderr and a status, never a
 traceback. Bad input (a ConfigError, TraceError or OutputFolderError, raised wherever the value
 is first known to be wrong) prints `schedsim: error: <where>: <field>: <why> (got <value>)` and
-exits 2; output piped into a reader that stops early (`| head`) ends quietly with 141, as a shell
-tool killed by SIGPIPE does."""
+exits 2; a policy that stops where the engine it models itself fails (an `EngineFailure`: a
+TensorRT-LLM wedge) prints `schedsim: error: <run>: <engine> itself fails here (<cause>), step
+<n>: <what>; nothing written` and exits 4; output piped into a reader that stops early (`| head`)
+ends quietly with 141, as a shell tool killed by SIGPIPE does."""
 
 from __future__ import annotations
 
@@ -12,16 +14,17 @@ import warnings
 from collections.abc import Callable
 from typing import TextIO
 
-from schedsim.cli.exit_codes import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE
+from schedsim.cli.exit_codes import EXIT_BAD_INPUT, EXIT_BROKEN_PIPE, EXIT_ENGINE_FAILS
 from schedsim.outputs.folder import OutputFolderError
+from schedsim.policies import EngineFailure
 from schedsim.run.toml_config import ConfigError
 from schedsim.traces import TraceError, TraceWarning
 
 USER_ERRORS = (ConfigError, TraceError, OutputFolderError)
 
 
-def error_line(exc: BaseException) -> str:
-    """The error as the one line the CLI prints."""
+def error_line(exc: BaseException | str) -> str:
+    """The error (or its text) as the one line the CLI prints."""
     text = " ".join(str(exc).split("\n")).strip() or type(exc).__name__
     return f"schedsim: error: {text}"
 
@@ -30,6 +33,13 @@ def report(exc: BaseException) -> int:
     """Print a user-input error and give the exit status for it."""
     print(error_line(exc), file=sys.stderr)
     return EXIT_BAD_INPUT
+
+
+def report_engine_failure(exc: EngineFailure) -> int:
+    """Print where and why the policy stopped (the run it stopped named by the exception's notes)."""
+    where = "".join(f"{note}: " for note in getattr(exc, "__notes__", ()))
+    print(error_line(f"{where}{exc.report()}; nothing written"), file=sys.stderr)
+    return EXIT_ENGINE_FAILS
 
 
 def show_warning(
@@ -60,7 +70,8 @@ def silence_stdout() -> None:
 
 
 def guarded(command: Callable[[], int]) -> int:
-    """Run a command: user-input errors as one line (exit 2), a closed stdout quietly (141).
+    """Run a command: user-input errors as one line (exit 2), an engine's own failure as one line
+    (exit 4), a closed stdout quietly (141).
 
     stdout is flushed inside the guard: a pipe's buffered output otherwise fails only at exit,
     where nothing can catch it.
@@ -76,6 +87,8 @@ def guarded(command: Callable[[], int]) -> int:
         return status
     except USER_ERRORS as exc:
         return report(exc)
+    except EngineFailure as exc:
+        return report_engine_failure(exc)
     except BrokenPipeError:
         silence_stdout()
         return EXIT_BROKEN_PIPE

@@ -9,6 +9,7 @@ from schedsim.cli.args import add_run_arguments, resolve_run_config
 from schedsim.cli.backend import add_backend_arguments, announce, backend_options
 from schedsim.cli.rejections import add_strict_argument, report_rejections
 from schedsim.outputs.folder import OutputFolder, chosen_out
+from schedsim.policies import EngineFailure
 from schedsim.run.rejections import rejections
 from schedsim.run.resolve import check_config
 
@@ -48,9 +49,11 @@ def cmd_run(args: argparse.Namespace) -> int:
             else:
                 result = simulate(config, progress=not args.no_progress)
             write_run(result, tmp, plots=not args.no_plots, worker=worker)
-        except BaseException:  # Ctrl-C or an error: stop the plot worker now, not after its figures
+        except BaseException as exc:  # Ctrl-C or an error: stop the plot worker now, not after its figures
             if worker is not None:
                 worker.abandon()
+            if isinstance(exc, EngineFailure):
+                exc.add_note(config.policy)  # the run it stopped, in the error line
             raise
         finally:
             if worker is not None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -63,6 +65,20 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=cmd_sweep)
 
 
+def present(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A results row without the cells its run lacks (NaN in the table: a stopped point's metrics)."""
+    return {k: v for k, v in row.items() if not (isinstance(v, float) and math.isnan(v))}
+
+
+def report_engine_failures(rows: Sequence[tuple[Any, Mapping[str, Any]]]) -> None:
+    """One warning line per point (run, its results row) whose policy stopped where its engine
+    itself fails."""
+    for run, row in rows:
+        message = row.get("engine_failure_message")
+        if isinstance(message, str):
+            print(f"schedsim: warning: run {run.params}: {message}; its row has no metrics", file=sys.stderr)
+
+
 def parse_grid_flags(items: Sequence[str]) -> dict[str, list[Any]]:
     """`--grid rate=1,2,4` → {'rate': [1, 2, 4]}."""
     grid: dict[str, list[Any]] = {}
@@ -94,7 +110,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     """Expand the grid, run what is not recorded yet, plot each metric against the knob."""
     file_grid, file_runs, opts = sweep_tables(args)
     base = resolve_run_config(args, ignore=SWEEP_TABLES)
-    from schedsim.experiments.sweep import SweepInterrupted, execute_sweep, expand_grid  # lazy subcommand
+    from schedsim.experiments.sweep import (  # lazy subcommand
+        SweepInterrupted,
+        execute_sweep,
+        expand_grid,
+        record_ids,
+    )
     from schedsim.outputs.compare_plots import plot_sweep
 
     grid = {**file_grid, **parse_grid_flags(args.grid)}
@@ -123,11 +144,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 f"partial sweep: {saved}/{len(runs)} points saved in {out}/, {hint}"
             ) from None
         folder.complete()
-    shown = ["policy", *[k for k in grid if k != "policy"], *[m for m in metrics if m in table]]
+    shown = ["policy", *[k for k in grid if k != "policy"], *metrics, "engine_failure"]
     print(table[[c for c in dict.fromkeys(shown) if c in table]].to_string(index=False))
     print(f"\nwrote {out}/results.parquet ({len(table)} runs)")
-    rows = table.set_index("run_id").to_dict("index") if "run_id" in table else {}
-    found = [
-        (f"run {r.params}", rejections(rows.get(r.run_id, {}), max_model_len_of(r.config))) for r in runs
-    ]
+    by_id = table.set_index("run_id").to_dict("index") if "run_id" in table else {}
+    rows = [(run, present(by_id.get(rid, {}))) for run, rid in zip(runs, record_ids(runs), strict=True)]
+    report_engine_failures(rows)
+    found = [(f"run {run.params}", rejections(row, max_model_len_of(run.config))) for run, row in rows]
     return report_rejections(found, args.strict)

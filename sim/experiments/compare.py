@@ -12,6 +12,7 @@ import pandas as pd
 from schedsim.outputs.files import write_run
 from schedsim.outputs.folder import OutputFolder, slug
 from schedsim.outputs.numbers import format_value
+from schedsim.policies import EngineFailure
 from schedsim.run.result import LATENCY_KEYS
 from schedsim.run.simulate import simulate
 from schedsim.run.toml_config import ConfigError, coerce, load_toml, merge, to_jsonable
@@ -123,7 +124,11 @@ def run_variants(
         if workload is None and key not in traces:  # simulate() applies max_requests, rate
             traces[key] = load_trace(config)
         shared = workload if workload is not None else traces[key]
-        results[label] = simulate(config, workload=shared, progress=False)
+        try:
+            results[label] = simulate(config, workload=shared, progress=False)
+        except EngineFailure as exc:
+            exc.add_note(f"variant {label!r}")  # which run the engine's failure stopped
+            raise
     return results
 
 

@@ -26,6 +26,7 @@ from schedsim import __version__
 from schedsim.experiments.compare import derived_metrics
 from schedsim.experiments.sweep_ray import execute_ray
 from schedsim.outputs.folder import WorkingFolder, write_atomic
+from schedsim.policies import EngineFailure
 from schedsim.run.signals import sigint_ignored
 from schedsim.run.simulate import simulate
 from schedsim.run.toml_config import ConfigError, coerce, merge, to_jsonable
@@ -109,10 +110,24 @@ def _trace(name: str, options: tuple[tuple[str, Any], ...]) -> pd.DataFrame:
 
 
 def simulate_one(config: Any) -> dict[str, Any]:
-    """Worker body (module level so process pools and Ray can pickle it): one run's metrics."""
+    """Worker body (module level so process pools and Ray can pickle it): one run's metrics, or
+    where the engine the policy models fails (a finding: the point's result, recorded and resumed
+    like any other)."""
     trace = _trace(config.trace, tuple(sorted(trace_options(config).items())))
-    result = simulate(config, workload=trace, progress=False)
+    try:
+        result = simulate(config, workload=trace, progress=False)
+    except EngineFailure as exc:
+        return failure_metrics(exc)
     return derived_metrics(result.summary, result.requests)
+
+
+def failure_metrics(exc: EngineFailure) -> dict[str, Any]:
+    """A stopped point's row: the cause, the step and the whole report, in place of its metrics."""
+    return {
+        "engine_failure": exc.cause,
+        "engine_failure_step": exc.step,
+        "engine_failure_message": exc.report(),
+    }
 
 
 def input_files(config: Any) -> dict[str, Path]:
@@ -185,6 +200,11 @@ def run_keys(runs: Sequence[SweepRun]) -> list[dict[str, Any]]:
             inputs[role] = digests[path]
         keys.append({"config": run.run_id, "inputs": inputs, "schedsim": __version__})
     return keys
+
+
+def record_ids(runs: Sequence[SweepRun]) -> list[str]:
+    """Each run's record id: its row's `run_id` in the results table."""
+    return [_hash(k) for k in run_keys(runs)]
 
 
 def read_record(path: Path) -> dict[str, Any]:
