@@ -37,7 +37,7 @@ from schedsim.metrics.summary import Slo, summarize
 from schedsim.policies import KVTransferParams, Request, SupportsKVTransfer, get_policy_info
 from schedsim.policies.routers import RouteRequest, make_router
 from schedsim.run.config import RunConfig
-from schedsim.run.resolve import resolve_run
+from schedsim.run.resolve import check_pd_policy, resolve_run
 from schedsim.run.result import RunResult
 from schedsim.run.workload import PreparedWorkload
 from schedsim.worlds.inbox import Inbox
@@ -117,11 +117,8 @@ def simulate_cluster(
             check_invariants=check_invariants,
             inbox=inbox,
         )
-        if pools is not None and not isinstance(run.policy, SupportsKVTransfer):
-            raise ValueError(
-                f"RunConfig.pd: replica {i}'s policy {rcfg.policy!r} does not serve a side of a "
-                "prefill/decode pair (it declares no SupportsKVTransfer)"
-            )
+        if pools is not None:
+            check_pd_policy(run.policy, i, rcfg.policy)
         replicas.append(Replica(i, run.world, inbox))
         runs.append(run)
         described.append(resolved.describe())

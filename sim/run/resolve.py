@@ -10,7 +10,7 @@ from schedsim.latency import make_cpu_cost_model, make_latency_model
 from schedsim.latency.factory import read_calibration
 from schedsim.latency.memory import kv_pool_blocks
 from schedsim.latency.specs import ModelSpec, get_gpu_spec, get_model_spec
-from schedsim.policies import get_policy_info, load_plugins, make_policy
+from schedsim.policies import SupportsKVTransfer, get_policy_info, load_plugins, make_policy
 from schedsim.policies.routers import make_router
 from schedsim.policies.trtllm import TrtllmConfig
 from schedsim.policies.vllm import VllmConfig
@@ -221,6 +221,15 @@ def resolve_run(cfg: RunConfig) -> ResolvedRun:
     return ResolvedRun(cfg, opts, blocks, max_model_len, make_latency(cfg), make_cpu_model(cfg), match)
 
 
+def check_pd_policy(policy: Any, index: int, name: str) -> None:
+    """A prefill/decode pair's replica must run a policy that serves a side of one."""
+    if not isinstance(policy, SupportsKVTransfer):
+        raise ValueError(
+            f"RunConfig.pd: replica {index}'s policy {name!r} does not serve a side of a "
+            "prefill/decode pair (it declares no SupportsKVTransfer; the vllm and trtllm:* policies do)"
+        )
+
+
 def check_config(config: RunConfig, label: str = "") -> None:
     """Resolve specs and build the policy up front, so a bad name fails before any simulation;
     `label` names the run among several (a compare variant, a sweep point)."""
@@ -231,9 +240,11 @@ def check_config(config: RunConfig, label: str = "") -> None:
             pools = (config.prefill_router, config.decode_router)
             for name in dict.fromkeys([config.router, *(r for r in pools if r)]):
                 make_router(name, **config.router_options)
-            for i in range(len(config.replica_overrides)):
+            for i in range(config.num_replicas()):
                 replica = resolve_run(config.replica_config(i))
-                make_policy(replica.config.policy, **replica.policy_options)
+                policy = make_policy(replica.config.policy, **replica.policy_options)
+                if config.pd_pools() is not None:
+                    check_pd_policy(policy, i, replica.config.policy)
     except (ValueError, KeyError, TypeError) as exc:
         text = exc.args[0] if exc.args else exc
         raise ConfigError(f"{label}: {text}" if label else str(text)) from None

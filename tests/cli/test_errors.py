@@ -131,3 +131,13 @@ def test_output_into_a_closed_pipe_ends_quietly() -> None:
     os.close(write)
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
     assert proc.returncode == 141
+
+
+def test_a_pd_pair_of_a_policy_without_kv_transfer_is_refused_before_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = _run(tmp_path, "--pd", "1:1", "--policy", "sglang-overlap")
+    _fails_with_one_line(
+        argv, capsys, "RunConfig.pd", "replica 0's policy 'sglang-overlap'", "SupportsKVTransfer"
+    )
+    assert not (tmp_path / "o").exists()
