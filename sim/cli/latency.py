@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from schedsim.cli.exit_codes import EXIT_BAD_INPUT
 from schedsim.latency import (
     ENGINES,
     KINDS,
@@ -191,13 +192,18 @@ def _print_explain(ex: dict[str, Any]) -> None:
     print(f"  {'synchronous step total':26s} {total:10.3f} ms")
 
 
+def _text(exc: Exception) -> str:
+    """The error's message as written (a KeyError's str() would quote it)."""
+    return str(exc.args[0]) if isinstance(exc, KeyError) and exc.args else str(exc)
+
+
 def cmd_latency(args: argparse.Namespace) -> int:
     """Print the what-if step time."""
     try:
         out = predict(args)
     except (ValueError, KeyError) as exc:
-        print(f"schedsim latency: {exc}", file=sys.stderr)
-        return 2
+        print(f"schedsim latency: error: {_text(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     if args.json:
         print(json.dumps(out, indent=1, default=str))
         return 0
@@ -225,8 +231,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     try:
         path, summary = calibrate_from_args(args)
     except (ValueError, KeyError, FileNotFoundError) as exc:
-        print(f"schedsim calibrate: {exc}", file=sys.stderr)
-        return 2
+        print(f"schedsim calibrate: error: {_text(exc)}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     print(summary)
     print(f"wrote {Path(path)}")
     return 0

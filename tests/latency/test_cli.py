@@ -68,7 +68,7 @@ def test_latency_prints_step_time_breakdown_and_kinds(capsys):
 
 def test_latency_bad_input_exits_2(capsys):
     code, out = run(["latency", "--model", "gpt-9", "--decode-batch", "1"], capsys)
-    assert code == 2 and "unknown model" in out.err
+    assert code == 2 and out.err.startswith("schedsim latency: error: unknown model 'gpt-9'")  # unquoted
     code, out = run(["latency", "--decode-batch", "-1"], capsys)
     assert code == 2 and "--decode-batch" in out.err
 
