@@ -62,6 +62,8 @@ _SERVER: list[subprocess.Popen] = []
 def _oracle(scenario: dict) -> dict:
     """Ask the persistent oracle process for a scenario's step log."""
     if not _SERVER:
+        if not os.environ.get("SCHEDSIM_ORACLE_DIR"):
+            pytest.fail("SCHEDSIM_ORACLE is set: SCHEDSIM_ORACLE_DIR must name the folder of vllm_oracle.py")
         env = dict(
             os.environ,
             PYTHONHASHSEED="0",

@@ -11,6 +11,11 @@ import os
 import sys
 from pathlib import Path
 
+# Python put this script's folder first on sys.path: the test helpers there must not stand in for
+# the packages vLLM imports
+here = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
+
 path = Path(os.environ["SCHEDSIM_ORACLE_DIR"]) / "vllm_oracle.py"
 spec = importlib.util.spec_from_file_location("vllm_oracle", path)
 assert spec is not None and spec.loader is not None, f"no oracle at {path}"

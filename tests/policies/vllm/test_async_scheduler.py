@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from schedsim.policies import RequestStatus
-from support.vllm import EOS, BatchQueue, make, mkreq
+from support.vllm_helpers import EOS, BatchQueue, make, mkreq
 
 pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
 

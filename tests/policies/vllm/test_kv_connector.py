@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from schedsim.policies import KVTransferParams, RequestOutput, RequestStatus, StepResult
 from schedsim.policies.interface import SupportsKVTransfer
-from support.vllm import make, mkreq
+from support.vllm_helpers import make, mkreq
 
 pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
 

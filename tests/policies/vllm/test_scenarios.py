@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from schedsim.policies import RequestStatus, StepResult
-from support.vllm import EOS, fake_result, make, mkreq, step
+from support.vllm_helpers import EOS, fake_result, make, mkreq, step
 
 pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
 
