@@ -116,6 +116,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         expand_grid,
         record_ids,
     )
+    from schedsim.experiments.sweep_ray import require_ray
     from schedsim.outputs.compare_plots import plot_sweep
 
     grid = {**file_grid, **parse_grid_flags(args.grid)}
@@ -125,8 +126,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     engine = args.sweep_engine or opts.get("engine", "process")  # flags beat the file
     if engine not in SWEEP_ENGINES:
         raise ConfigError(f"{args.config} [sweep]: engine must be one of {SWEEP_ENGINES}, got {engine!r}")
+    if engine == "ray":
+        require_ray()  # before any point runs
     workers = args.workers or int(opts.get("workers", min(2, os.cpu_count() or 1)))
     x = args.x or opts.get("x") or next((k for k in grid if k != "policy"), None)
+    swept = list(dict.fromkeys(k for run in runs for k in run.params))
+    if x is not None and x not in swept:
+        where = "--x" if args.x else f"{args.config} [sweep] x"
+        raise ConfigError(f"{where}: {x!r} is not a swept key (swept: {', '.join(swept) or 'none'})")
     metrics = opts.get("metrics", args.metrics)
     metrics = [m for m in (metrics.split(",") if isinstance(metrics, str) else metrics) if m]
     folder = WorkingFolder(*chosen_out(args.out, "sweep"), keep=("runs",))
@@ -147,6 +154,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     shown = ["policy", *[k for k in grid if k != "policy"], *metrics, "engine_failure"]
     print(table[[c for c in dict.fromkeys(shown) if c in table]].to_string(index=False))
     print(f"\nwrote {out}/results.parquet ({len(table)} runs)")
+    absent = [m for m in metrics if m not in table]
+    if absent:
+        known = ", ".join(c for c in table.columns if c not in ("run_id", "policy", *swept))
+        print(
+            f"schedsim: warning: --metrics: no column {', '.join(absent)} in the results (columns: {known})",
+            file=sys.stderr,
+        )
     by_id = table.set_index("run_id").to_dict("index") if "run_id" in table else {}
     rows = [(run, present(by_id.get(rid, {}))) for run, rid in zip(runs, record_ids(runs), strict=True)]
     report_engine_failures(rows)

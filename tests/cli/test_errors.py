@@ -141,3 +141,32 @@ def test_a_pd_pair_of_a_policy_without_kv_transfer_is_refused_before_running(
         argv, capsys, "RunConfig.pd", "replica 0's policy 'sglang-overlap'", "SupportsKVTransfer"
     )
     assert not (tmp_path / "o").exists()
+
+
+def test_sweep_refuses_ray_without_ray_before_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails, as where the extra is not installed
+    argv = ["sweep", "--grid", "rate=1,2", "--max-requests", "3", "--engine", "ray"]
+    _fails_with_one_line(
+        [*argv, "--out", str(tmp_path / "s"), "--no-progress"], capsys, "pip install 'schedsim[ray]'"
+    )
+    assert not (tmp_path / "s").exists()
+
+
+def test_sweep_refuses_an_x_that_is_not_swept_before_running(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["sweep", "--grid", "rate=1,2", "--max-requests", "3", "--x", "max_num_seqs"]
+    _fails_with_one_line(
+        [*argv, "--out", str(tmp_path / "s"), "--no-progress"], capsys, "--x", "'max_num_seqs'", "rate"
+    )
+    assert not (tmp_path / "s").exists()
+
+
+def test_sweep_names_a_metric_the_results_lack(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["sweep", "--grid", "rate=1,2", "--max-requests", "3", "--metrics", "p99_ttft_ms,p99_ttft"]
+    assert main([*argv, "--out", str(tmp_path / "s"), "--no-progress", "--workers", "1"]) == 0
+    err = capsys.readouterr().err
+    assert "schedsim: warning: --metrics: no column p99_ttft in the results" in err and "p99_ttft_ms" in err
+    assert (tmp_path / "s" / "sweep_p99_ttft_ms_vs_rate.png").exists()
