@@ -2,8 +2,11 @@
 
 A finished point is a record `runs/<key>.json` whose key hashes the resolved config, the content
 of every file the run reads (trace, calibration files, CPU-cost file, plugin modules) and the
-schedsim version: a resumed sweep reuses a record only when all of them are unchanged, and reruns
-the point otherwise. A record that cannot be read is named and rerun.
+schedsim version and code: a resumed sweep reuses a record only when all of them are unchanged, and
+reruns the point otherwise. A record that cannot be read is named and rerun. A point whose policy
+stops where the engine it models itself fails (an `EngineFailure`) records the failure
+(`engine_failure`, `engine_failure_step`, `engine_failure_message`) in place of its metrics; the
+other points go on.
 """
 
 from __future__ import annotations
@@ -187,9 +190,34 @@ def file_digest(path: Path) -> str:
     return h.hexdigest()
 
 
+SCHEDSIM_PACKAGES = ("schedsim.policies", "schedsim.traces", "schedsim.backend", "schedsim")
+BUILT_PARTS = frozenset({"__pycache__", "_compiled"})  # folders of files built from the sources
+
+
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str:
+    """sha256 of schedsim's own files (code and shipped data, by their names in the package): an
+    edit between two releases changes it where the version string stays the same."""
+    seen: set[Path] = set()
+    named: list[tuple[str, Path]] = []
+    for package in SCHEDSIM_PACKAGES:  # the subpackages first: in a wheel they lie inside schedsim/
+        spec = importlib.util.find_spec(package)
+        for root in map(Path, (spec and spec.submodule_search_locations) or ()):
+            for path in root.rglob("*"):
+                rel = path.relative_to(root)
+                if path.is_file() and not BUILT_PARTS.intersection(rel.parts) and path.suffix != ".pyc":
+                    if path.resolve() not in seen:
+                        seen.add(path.resolve())
+                        named.append((f"{package.replace('.', '/')}/{rel.as_posix()}", path))
+    h = hashlib.sha256()
+    for name, path in sorted(named):
+        h.update(f"{name}\0{file_digest(path)}\0".encode())
+    return h.hexdigest()
+
+
 def run_keys(runs: Sequence[SweepRun]) -> list[dict[str, Any]]:
-    """Each run's resume key: its config hash, its input files' digests, the schedsim version
-    (each file is read once, however many points share it)."""
+    """Each run's resume key: its config hash, its input files' digests, the schedsim version and
+    code (each file is read once, however many points share it)."""
     digests: dict[Path, str] = {}
     keys = []
     for run in runs:
@@ -198,7 +226,7 @@ def run_keys(runs: Sequence[SweepRun]) -> list[dict[str, Any]]:
             if path not in digests:
                 digests[path] = file_digest(path)
             inputs[role] = digests[path]
-        keys.append({"config": run.run_id, "inputs": inputs, "schedsim": __version__})
+        keys.append({"config": run.run_id, "inputs": inputs, "schedsim": __version__, "code": code_digest()})
     return keys
 
 
@@ -243,6 +271,8 @@ def _why_rerun(key: Mapping[str, Any], old: Mapping[str, Any]) -> str:
     """What changed between a point's recorded key and its key now."""
     if old.get("schedsim") != key["schedsim"]:
         return f"recorded by schedsim {old.get('schedsim')}, this is {key['schedsim']}"
+    if old.get("code") != key["code"]:
+        return "schedsim's code or shipped data changed since it was recorded"
     inputs, before = key["inputs"], old.get("inputs", {})
     changed = sorted(p for p in {*inputs, *before} if inputs.get(p) != before.get(p))
     return "changed since it was recorded: " + ", ".join(changed[:3]) + (" ..." if len(changed) > 3 else "")

@@ -1,5 +1,5 @@
 """Sweep resume keys: a point is reused only when its config, the content of every file it reads
-and the schedsim version are unchanged; a damaged record is named and rerun."""
+and the schedsim version and code are unchanged; a damaged record is named and rerun."""
 
 from __future__ import annotations
 
@@ -70,6 +70,41 @@ def test_another_schedsim_version_reruns(
     monkeypatch.setattr(sweep_mod, "__version__", "99.0")
     _sweep(base, out, notes)
     assert len(calls) == 4 and all("this is 99.0" in n for n in notes)
+
+
+def test_an_edit_to_schedsims_code_reruns(
+    tmp_path: Path, calls: list, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, out, notes = RunConfig(max_requests=4), tmp_path / "out", []
+    _sweep(base, out, notes)
+    monkeypatch.setattr(sweep_mod, "code_digest", lambda: "edited")  # same version string
+    assert _sweep(base, out, notes) == [3.0, 4.0]
+    assert len(notes) == 2 and all("schedsim's code or shipped data changed" in n for n in notes)
+
+
+def test_the_code_digest_follows_sources_and_data_not_built_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pkg = tmp_path / "digestpkg"
+    (pkg / "__pycache__").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("x = 1\n")
+    (pkg / "data.csv").write_text("a\n1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(sweep_mod, "SCHEDSIM_PACKAGES", ("digestpkg",))
+
+    def digest() -> str:
+        sweep_mod.code_digest.cache_clear()
+        return sweep_mod.code_digest()
+
+    first = digest()
+    (pkg / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"built")
+    assert digest() == first  # built files do not count
+    (pkg / "data.csv").write_text("a\n2\n")
+    second = digest()
+    assert second != first  # shipped data counts
+    (pkg / "__init__.py").write_text("x = 2\n")
+    assert digest() not in (first, second)  # code counts
+    sweep_mod.code_digest.cache_clear()
 
 
 def test_a_damaged_record_is_named_and_rerun(tmp_path: Path, calls: list) -> None:
