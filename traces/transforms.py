@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 
-from .errors import TraceError
+from .errors import TraceError, TraceWarning
 from .schema import ATTR_PREFIX_BLOCK_SIZE, ATTR_SOURCE
 from .validate import normalize, validate_workload
 
@@ -44,12 +46,21 @@ def scale_rate(workload: pd.DataFrame, rate: float) -> pd.DataFrame:
     """Compress or stretch time so the mean request rate becomes `rate` req/s; order is kept.
 
     A workload with fewer than two distinct arrival times has no rate to scale: it is returned
-    unchanged (with the no-op noted in attrs['transforms']).
+    unchanged (with the no-op noted in attrs['transforms']), and where several requests all arrive
+    at one instant a TraceWarning says the rate had no effect.
     """
     if not np.isfinite(rate) or rate <= 0:
         raise TraceError(f"rate must be > 0 req/s, got {rate}", field="rate")
     t = workload["arrival_time"].to_numpy()
     if len(t) < 2 or t[-1] <= t[0]:
+        if len(t) >= 2:
+            warnings.warn(
+                f"rate {rate:g}: all {len(t)} requests arrive at one instant, so there is no span to "
+                "rescale: they arrive together as in the trace (spread them with an arrival process, "
+                "`schedsim trace generate`)",
+                TraceWarning,
+                stacklevel=2,
+            )
         return _keep_attrs(workload.copy(), workload, f"scale_rate({rate:g}): no-op, no span")
     out = time_scale(workload, mean_rate(workload) / rate)
     out.attrs["transforms"][-1] = f"scale_rate({rate:g})"

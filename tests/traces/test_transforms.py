@@ -23,7 +23,15 @@ def test_scale_rate_hits_the_target_and_keeps_order(conv: pd.DataFrame) -> None:
     assert np.allclose(ratio, ratio.iloc[0])  # one factor for every gap
     assert fast.attrs["transforms"] == ["scale_rate(20)"]
     single = T.head(conv, 1)
-    assert T.scale_rate(single, 5.0)["arrival_time"].tolist() == [0.0]
+    assert T.scale_rate(single, 5.0)["arrival_time"].tolist() == [0.0]  # one request: no rate to scale
+
+
+def test_scale_rate_of_a_burst_at_one_instant_says_it_had_no_effect(conv: pd.DataFrame) -> None:
+    burst = T.head(conv, 3).assign(arrival_time=0.0)
+    with pytest.warns(T.TraceWarning, match="all 3 requests arrive at one instant"):
+        out = T.scale_rate(burst, 5.0)
+    assert out["arrival_time"].tolist() == [0.0, 0.0, 0.0]
+    assert out.attrs["transforms"][-1] == "scale_rate(5): no-op, no span"
 
 
 def test_head_window_sample_filter(conv: pd.DataFrame) -> None:
