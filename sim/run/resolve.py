@@ -205,10 +205,22 @@ def check_tp(spec: ModelSpec, tp: int) -> None:
         raise field_error("tp", f"must divide {spec.name}'s {spec.num_attention_heads} attention heads", tp)
 
 
+def check_max_model_len(spec: ModelSpec, max_model_len: int | None) -> None:
+    """No sequence longer than the model's context (vLLM's check, without its environment override)."""
+    if max_model_len is not None and max_model_len > spec.max_position_embeddings:
+        raise field_error(
+            "max_model_len",
+            f"more than {spec.name}'s context length of {spec.max_position_embeddings} tokens (vLLM "
+            "refuses it too); a model config.json with a longer max_position_embeddings allows it",
+            max_model_len,
+        )
+
+
 def resolve_run(cfg: RunConfig) -> ResolvedRun:
     """Fill in the KV pool, max_model_len, latency and CPU models for a config."""
     spec = get_model_spec(cfg.model)
     check_tp(spec, cfg.tp)
+    check_max_model_len(spec, cfg.max_model_len)
     match = calibration_match(cfg)
     max_model_len = cfg.max_model_len or spec.max_position_embeddings
     blocks = cfg.num_gpu_blocks

@@ -170,3 +170,16 @@ def test_sweep_names_a_metric_the_results_lack(tmp_path: Path, capsys: pytest.Ca
     err = capsys.readouterr().err
     assert "schedsim: warning: --metrics: no column p99_ttft in the results" in err and "p99_ttft_ms" in err
     assert (tmp_path / "s" / "sweep_p99_ttft_ms_vs_rate.png").exists()
+
+
+def test_a_max_model_len_beyond_the_models_context_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = _run(tmp_path, "--max-model-len", "200000", "--num-gpu-blocks", "20000")
+    _fails_with_one_line(argv, capsys, "max_model_len", "llama-3.1-8b's context length of 131072", "200000")
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(ConfigError, match="context length of 4096"):
+        check_config(RunConfig(model="llama-2-7b", max_model_len=4097, num_gpu_blocks=1000))
+    check_config(
+        RunConfig(model="llama-2-7b", max_model_len=4096, num_gpu_blocks=1000)
+    )  # the context itself is fine
