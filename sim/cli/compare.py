@@ -9,7 +9,7 @@ from typing import Any
 from schedsim.cli.args import add_run_arguments, resolve_run_config
 from schedsim.cli.rejections import add_strict_argument, report_rejections
 from schedsim.outputs.folder import OutputFolder, chosen_out
-from schedsim.run.rejections import max_model_len_of, rejections
+from schedsim.run.rejections import max_model_len_of, rejections, unfinished
 from schedsim.run.resolve import check_config
 
 
@@ -61,4 +61,5 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(f"\nwrote {folder.final}/ (compare.parquet, per-variant tables, cdf_latency.png, over_time.png)")
     rows = table.set_index("label").to_dict("index")
     found = [(f"variant {label!r}", rejections(rows[label], max_model_len_of(c))) for label, c in variants]
-    return report_rejections(found, args.strict)
+    cut = [(f"variant {label!r}", unfinished(rows[label])) for label, _ in variants]
+    return report_rejections(found, args.strict, cut)

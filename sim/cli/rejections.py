@@ -28,11 +28,23 @@ def use_color() -> bool:
     return sys.stderr.isatty() and not os.environ.get("NO_COLOR")
 
 
-def report_rejections(found: Sequence[tuple[str | None, Rejections | None]], strict: bool) -> int:
-    """One line per run that rejected requests (`label` names it among several); the exit status."""
+def report_rejections(
+    found: Sequence[tuple[str | None, Rejections | None]],
+    strict: bool,
+    unfinished: Sequence[tuple[str | None, str | None]] = (),
+) -> int:
+    """One line per run that rejected requests (`label` names it among several), and a warning per
+    run that ended with requests unfinished (`unfinished`: label, message); the exit status."""
     lines = [f"{label}: {r.message()}" if label else r.message() for label, r in found if r is not None]
     kind = "error" if strict else "warning"
     for line in lines:
-        text = f"schedsim: {kind}: {line}"
-        print(f"{RED}{text}{RESET}" if use_color() else text, file=sys.stderr)
+        _print(f"schedsim: {kind}: {line}")
+    for label, message in unfinished:
+        if message is not None:
+            _print(f"schedsim: warning: {label}: {message}" if label else f"schedsim: warning: {message}")
     return EXIT_STRICT if strict and lines else 0
+
+
+def _print(text: str) -> None:
+    """A line on stderr, red for a person at a terminal."""
+    print(f"{RED}{text}{RESET}" if use_color() else text, file=sys.stderr)

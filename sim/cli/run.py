@@ -10,7 +10,7 @@ from schedsim.cli.backend import add_backend_arguments, announce, backend_option
 from schedsim.cli.rejections import add_strict_argument, report_rejections
 from schedsim.outputs.folder import OutputFolder, chosen_out
 from schedsim.policies import EngineFailure
-from schedsim.run.rejections import rejections
+from schedsim.run.rejections import rejections, unfinished
 from schedsim.run.resolve import check_config
 
 
@@ -61,4 +61,4 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(format_summary(result.summary))
     print(f"\nwrote {folder.final}/")
     found = rejections(result.summary, result.config.get("max_model_len"))
-    return report_rejections([(None, found)], args.strict)
+    return report_rejections([(None, found)], args.strict, [(None, unfinished(result.summary))])

@@ -12,7 +12,7 @@ from typing import Any
 from schedsim.cli.args import add_run_arguments, parse_scalar, resolve_run_config
 from schedsim.cli.rejections import add_strict_argument, report_rejections
 from schedsim.outputs.folder import WorkingFolder, chosen_out
-from schedsim.run.rejections import max_model_len_of, rejections
+from schedsim.run.rejections import max_model_len_of, rejections, unfinished
 from schedsim.run.resolve import check_config
 from schedsim.run.toml_config import ConfigError, load_toml
 
@@ -165,4 +165,5 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     rows = [(run, present(by_id.get(rid, {}))) for run, rid in zip(runs, record_ids(runs), strict=True)]
     report_engine_failures(rows)
     found = [(f"run {run.params}", rejections(row, max_model_len_of(run.config))) for run, row in rows]
-    return report_rejections(found, args.strict)
+    cut = [(f"run {run.params}", unfinished(row)) for run, row in rows]
+    return report_rejections(found, args.strict, cut)

@@ -11,7 +11,7 @@ from schedsim.cli.backend import add_backend_arguments, announce, backend_option
 from schedsim.cli.rejections import report_rejections
 from schedsim.outputs.folder import OutputFolder, chosen_out
 from schedsim.run.fieldtypes import field_error
-from schedsim.run.rejections import rejections
+from schedsim.run.rejections import rejections, unfinished
 from schedsim.run.resolve import check_config
 
 
@@ -88,4 +88,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     print(format_summary(report.summary))
     print(f"\nwrote {folder.final}/ (validation.json, validation.png, *.parquet, real/, sim/)")
     found = rejections(report.real.summary, report.real.config.get("max_model_len"))
-    return report_rejections([("the real run", found)], strict=False)
+    return report_rejections(
+        [("the real run", found)],
+        strict=False,
+        unfinished=[("the real run", unfinished(report.real.summary))],
+    )

@@ -45,6 +45,19 @@ def max_model_len_of(config: RunConfig) -> int:
     return config.max_model_len or get_model_spec(config.model).max_position_embeddings
 
 
+def unfinished(summary: Mapping[str, Any]) -> str | None:
+    """The warning for requests still unfinished when the run ended (its `max_sim_time`): the
+    summary's latencies and throughputs describe the finished ones only (None when all ended)."""
+    count = int(summary.get("num_unfinished") or 0)
+    if not count:
+        return None
+    total = int(summary.get("num_requests") or count)
+    return (
+        f"{count:,} of {total:,} requests unfinished when the run ended (max_sim_time): the summary's "
+        "latencies and throughputs cover the finished ones only (raise --max-sim-time)"
+    )
+
+
 def rejections(summary: Mapping[str, Any], max_model_len: int | None = None) -> Rejections | None:
     """The run's rejections from its summary (None when it rejected nothing)."""
     count = int(summary.get("num_rejected") or 0)

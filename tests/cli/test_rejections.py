@@ -118,3 +118,30 @@ def test_sglang_aborts_prompts_longer_than_its_pool_as_sglang_does(tmp_path: Pat
     summary = json.loads((out / "summary.json").read_text())
     assert summary["num_aborted"] > 0 and summary["num_rejected"] == 0  # validate_input_length
     assert summary["num_finished"] + summary["num_aborted"] == 20
+
+
+def test_a_run_cut_by_max_sim_time_warns_of_its_unfinished_requests(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "o"
+    argv = [
+        "run",
+        "--max-requests",
+        "200",
+        "--max-sim-time",
+        "1",
+        "--no-progress",
+        "--no-plots",
+        "--out",
+        str(out),
+    ]
+    assert main(argv) == 0
+    err = capsys.readouterr().err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["num_unfinished"] > 0
+    line = f"schedsim: warning: {summary['num_unfinished']:,} of 200 requests unfinished when the run ended"
+    assert line in err and "--max-sim-time" in err
+    argv = ["compare", "--policies", "vllm,sarathi", "--max-requests", "200", "--max-sim-time", "1"]
+    assert main([*argv, "--no-progress", "--no-plots", "--out", str(tmp_path / "c")]) == 0
+    err = capsys.readouterr().err
+    assert "variant 'vllm': " in err and "variant 'sarathi': " in err and err.count("unfinished when") == 2
