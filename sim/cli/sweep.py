@@ -151,19 +151,33 @@ def cmd_sweep(args: argparse.Namespace) -> int:
                 f"partial sweep: {saved}/{len(runs)} points saved in {out}/, {hint}"
             ) from None
         folder.complete()
-    shown = ["policy", *[k for k in grid if k != "policy"], *metrics, "engine_failure"]
-    print(table[[c for c in dict.fromkeys(shown) if c in table]].to_string(index=False))
+    print(
+        table[
+            [c for c in dict.fromkeys(["policy", *swept, *metrics, "engine_failure"]) if c in table]
+        ].to_string(index=False)
+    )
     print(f"\nwrote {out}/results.parquet ({len(table)} runs)")
-    absent = [m for m in metrics if m not in table]
+    by_id = table.set_index("run_id").to_dict("index") if "run_id" in table else {}
+    rows = [(run, present(by_id.get(rid, {}))) for run, rid in zip(runs, record_ids(runs), strict=True)]
+    return report_sweep(table, rows, [m for m in metrics if m not in table], swept, args.strict)
+
+
+def report_sweep(
+    table: Any,
+    rows: Sequence[tuple[Any, Mapping[str, Any]]],
+    absent: list[str],
+    swept: list[str],
+    strict: bool,
+) -> int:
+    """The warnings after a sweep's table (metrics asked for that no row has, points stopped by their
+    engine, rejected or unfinished requests) and the exit status."""
     if absent:
         known = ", ".join(c for c in table.columns if c not in ("run_id", "policy", *swept))
         print(
             f"schedsim: warning: --metrics: no column {', '.join(absent)} in the results (columns: {known})",
             file=sys.stderr,
         )
-    by_id = table.set_index("run_id").to_dict("index") if "run_id" in table else {}
-    rows = [(run, present(by_id.get(rid, {}))) for run, rid in zip(runs, record_ids(runs), strict=True)]
     report_engine_failures(rows)
     found = [(f"run {run.params}", rejections(row, max_model_len_of(run.config))) for run, row in rows]
     cut = [(f"run {run.params}", unfinished(row)) for run, row in rows]
-    return report_rejections(found, args.strict, cut)
+    return report_rejections(found, strict, cut)
