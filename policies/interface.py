@@ -31,15 +31,17 @@ class EngineFailure(RuntimeError):
     cause = "failure"  # a short tag: the family's subclasses name theirs
 
     def __init__(self, step: int, request_ids: Sequence[str], message: str) -> None:
-        """`message` says what happened, naming the requests; `step` is the scheduling step."""
-        super().__init__(f"step {step}: {message}")
+        """`message` says what happened, naming the requests; `step` is the scheduling step. The
+        fields are the exception's args, so a copy made from them (pickling across a process pool,
+        SimPy re-raising a process's failure) is the same failure."""
+        super().__init__(step, list(request_ids), message)
         self.step = step
         self.request_ids = list(request_ids)
         self.message = message
 
-    def __reduce__(self) -> tuple[Any, ...]:
-        """Rebuilt from its fields, so it crosses a process pool whole."""
-        return (type(self), (self.step, self.request_ids, self.message))
+    def __str__(self) -> str:
+        """The step, then what happened."""
+        return f"step {self.step}: {self.message}"
 
     def report(self) -> str:
         """What stopped the run, as a report's line says it."""

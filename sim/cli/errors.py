@@ -36,8 +36,9 @@ def report(exc: BaseException) -> int:
 
 
 def report_engine_failure(exc: EngineFailure) -> int:
-    """Print where and why the policy stopped (the run it stopped named by the exception's notes)."""
-    where = "".join(f"{note}: " for note in getattr(exc, "__notes__", ()))
+    """Print where and why the policy stopped (the run, and the replica of a cluster, named by the
+    exception's notes: added innermost first)."""
+    where = "".join(f"{note}: " for note in reversed(getattr(exc, "__notes__", ())))  # outermost first
     print(error_line(f"{where}{exc.report()}; nothing written"), file=sys.stderr)
     return EXIT_ENGINE_FAILS
 

@@ -34,7 +34,7 @@ from schedsim.cluster.tables import (
 from schedsim.cluster.transfers import TransferHub
 from schedsim.latency.specs import get_model_spec
 from schedsim.metrics.summary import Slo, summarize
-from schedsim.policies import KVTransferParams, Request, SupportsKVTransfer, get_policy_info
+from schedsim.policies import EngineFailure, KVTransferParams, Request, SupportsKVTransfer, get_policy_info
 from schedsim.policies.routers import RouteRequest, make_router
 from schedsim.run.config import RunConfig
 from schedsim.run.resolve import check_pd_policy, resolve_run
@@ -161,7 +161,11 @@ def simulate_cluster(
     procs = [run.world.start() for run in runs]
     if pools is not None:
         env.process(_close_decode_pool(env, procs[:num_prefill], replicas[num_prefill:], process))
-    env.run()
+    try:
+        env.run()
+    except EngineFailure as exc:
+        name_replica(exc, procs)
+        raise
     if hub is not None and cfg.max_sim_time is None:
         _check_ended(runs, hub)
     wall = time.perf_counter() - wall0
@@ -169,6 +173,14 @@ def simulate_cluster(
     if handoff is not None and hub is not None:
         return _pd_result(cfg, prep, process, handoff, hub, results, _itl_gaps(runs), wall)
     return _cluster_result(cfg, prep, process, results, _itl_gaps(runs), wall)
+
+
+def name_replica(exc: EngineFailure, procs: list[Any]) -> None:
+    """Note which replica's policy stopped (SimPy re-raises a copy whose cause is the original)."""
+    failed = exc.__cause__ if isinstance(exc.__cause__, EngineFailure) else exc
+    for i, proc in enumerate(procs):
+        if proc.triggered and not proc.ok and proc.value is failed:
+            exc.add_note(f"replica {i}")
 
 
 def _takes_prefill_token(policy: object) -> bool:

@@ -88,3 +88,12 @@ def test_a_sweep_warns_of_each_points_rejections(tmp_path: Path, capsys: pytest.
     assert err.count("requests rejected") == 2 and "max_model_len=256" in err
     assert main([*argv, "--strict"]) == EXIT_STRICT  # resumed from the records, refused all the same
     assert capsys.readouterr().err.count("schedsim: error: ") == 2
+
+
+def test_a_cluster_names_the_replica_that_stopped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "o"
+    argv = ["run", "--replicas", "2", "--policy", "trtllm:max-utilization", *WEDGED, "--out", str(out)]
+    assert main(argv) == EXIT_ENGINE_FAILS
+    err = capsys.readouterr().err
+    assert err.startswith(f"schedsim: error: trtllm:max-utilization: replica 0: {REPORT}")
+    assert err.count("\n") == 1 and not out.exists()

@@ -25,3 +25,10 @@ def test_a_trtllm_failure_round_trips_through_pickle(cls: type[TrtllmFailure]) -
 def test_each_cause_has_its_own_tag() -> None:
     causes = {SchedulerWedged.cause, KvCacheExhausted.cause, TokenBudgetExceeded.cause}
     assert len(causes) == 3 and EngineFailure.cause not in causes
+
+
+def test_a_copy_from_its_args_is_the_same_failure() -> None:
+    # how SimPy re-raises the failure of a process nobody waits on (a cluster's replica)
+    exc = SchedulerWedged(3, ["r9"], "nothing can be scheduled again")
+    copy = type(exc)(*exc.args)
+    assert (copy.step, copy.request_ids, copy.message, str(copy)) == (3, ["r9"], exc.message, str(exc))
