@@ -41,8 +41,13 @@ def report_rejections(
         _print(f"schedsim: {kind}: {line}")
     for label, message in unfinished:
         if message is not None:
-            _print(f"schedsim: warning: {label}: {message}" if label else f"schedsim: warning: {message}")
+            warn(f"{label}: {message}" if label else message)
     return EXIT_STRICT if strict and lines else 0
+
+
+def warn(text: str) -> None:
+    """`schedsim: warning: <text>` on stderr, red for a person at a terminal."""
+    _print(f"schedsim: warning: {text}")
 
 
 def _print(text: str) -> None:

@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from schedsim.cli.args import add_run_arguments, parse_scalar, resolve_run_config
-from schedsim.cli.rejections import add_strict_argument, report_rejections
+from schedsim.cli.rejections import add_strict_argument, report_rejections, warn
 from schedsim.outputs.folder import WorkingFolder, chosen_out
 from schedsim.run.rejections import max_model_len_of, rejections, unfinished
 from schedsim.run.resolve import check_config
@@ -76,7 +75,7 @@ def report_engine_failures(rows: Sequence[tuple[Any, Mapping[str, Any]]]) -> Non
     for run, row in rows:
         message = row.get("engine_failure_message")
         if isinstance(message, str):
-            print(f"schedsim: warning: run {run.params}: {message}; its row has no metrics", file=sys.stderr)
+            warn(f"run {run.params}: {message}; its row has no metrics")
 
 
 def parse_grid_flags(items: Sequence[str]) -> dict[str, list[Any]]:
@@ -173,10 +172,7 @@ def report_sweep(
     engine, rejected or unfinished requests) and the exit status."""
     if absent:
         known = ", ".join(c for c in table.columns if c not in ("run_id", "policy", *swept))
-        print(
-            f"schedsim: warning: --metrics: no column {', '.join(absent)} in the results (columns: {known})",
-            file=sys.stderr,
-        )
+        warn(f"--metrics: no column {', '.join(absent)} in the results (columns: {known})")
     report_engine_failures(rows)
     found = [(f"run {run.params}", rejections(row, max_model_len_of(run.config))) for run, row in rows]
     cut = [(f"run {run.params}", unfinished(row)) for run, row in rows]

@@ -247,16 +247,22 @@ def check_config(config: RunConfig, label: str = "") -> None:
     `label` names the run among several (a compare variant, a sweep point)."""
     try:
         resolved = resolve_run(config)
-        make_policy(config.policy, **resolved.policy_options)
+        policy = make_policy(config.policy, **resolved.policy_options)
         if config.num_replicas() > 1 or config.replica_overrides:
             pools = (config.prefill_router, config.decode_router)
             for name in dict.fromkeys([config.router, *(r for r in pools if r)]):
                 make_router(name, **config.router_options)
-            for i in range(config.num_replicas()):
+            # (name, policy) of each replica: the base run's where no override applies
+            replicas = [(config.policy, policy)] * config.num_replicas()
+            for i in range(len(config.replica_overrides)):
                 replica = resolve_run(config.replica_config(i))
-                policy = make_policy(replica.config.policy, **replica.policy_options)
-                if config.pd_pools() is not None:
-                    check_pd_policy(policy, i, replica.config.policy)
+                replicas[i] = (
+                    replica.config.policy,
+                    make_policy(replica.config.policy, **replica.policy_options),
+                )
+            if config.pd_pools() is not None:
+                for i, (name, replica_policy) in enumerate(replicas):
+                    check_pd_policy(replica_policy, i, name)
     except (ValueError, KeyError, TypeError) as exc:
         text = exc.args[0] if exc.args else exc
         raise ConfigError(f"{label}: {text}" if label else str(text)) from None
