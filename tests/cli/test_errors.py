@@ -183,3 +183,10 @@ def test_a_max_model_len_beyond_the_models_context_is_refused(
     check_config(
         RunConfig(model="llama-2-7b", max_model_len=4096, num_gpu_blocks=1000)
     )  # the context itself is fine
+
+
+def test_a_pd_pair_checks_each_replicas_own_policy() -> None:
+    overridden = RunConfig(pd="1:1", policy="vllm", replica_overrides=[{}, {"policy": "sglang-overlap"}])
+    with pytest.raises(ConfigError, match="replica 1's policy 'sglang-overlap'"):
+        check_config(overridden)
+    check_config(RunConfig(pd="1:1", policy="vllm"))  # both replicas run the base vllm: accepted
