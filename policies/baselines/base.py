@@ -391,6 +391,11 @@ class BasePolicy:
     def check_invariants(self) -> None:
         """KV conservation, and every live request's blocks cover what it has computed."""
         self.kv.check_invariants()
+        self.check_requests()
+
+    def check_requests(self) -> None:
+        """Queues hold live requests in their statuses, and only running ones hold KV (the checks a
+        policy built on this one keeps under its own KV structures')."""
         bs = self.config.block_size
         waiting_ids = {r.request_id for r in self.waiting}
         assert len(waiting_ids) == len(self.waiting), "a request is queued twice"

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..baselines.base import BasePolicy, check_queue_statuses
+from ..baselines.base import BasePolicy
 from ..kv_cache import KVCacheManager
 from ..plan import RequestOutput, StepPlan, StepResult
 from ..request import Request, RequestStatus
@@ -374,25 +374,7 @@ class SGLangOverlapPolicy(BasePolicy):
     def check_invariants(self) -> None:
         """KV references (rows and tree), tree locks, request states and request-pool rows."""
         self.mem.check_invariants()
-        bs = self.config.block_size
-        waiting_ids = {r.request_id for r in self.waiting}
-        assert len(waiting_ids) == len(self.waiting), "a request is queued twice"
-        running_ids = {r.request_id for r in self.running}
-        assert not waiting_ids & running_ids, "a request is both waiting and running"
-        assert (waiting_ids | running_ids) <= set(self.requests), "a queued request is not live"
-        check_queue_statuses(self.waiting, self.running)
-        for rid, blocks in self.kv.req_to_blocks.items():
-            assert rid in self.requests, f"{rid}: finished request still holds KV"
-            req = self.requests[rid]
-            assert len(blocks) >= -(-req.num_computed_tokens // bs), f"{rid}: blocks do not cover computed"
-        for req in self.requests.values():
-            assert not req.is_finished, f"{req.request_id}: finished but live"
-            assert req.num_in_flight_tokens >= 0 and req.num_output_placeholders >= 0, req.request_id
-            assert req.num_computed_tokens <= req.num_tokens + req.num_output_placeholders, req.request_id
-            if req.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED):
-                assert req.num_computed_tokens == 0 and not self.kv.get_block_ids(req.request_id), (
-                    f"{req.request_id}: waiting request holds KV"
-                )
+        self.check_requests()
         self.pool.check_invariants()
         for rid in self.pool.slot_of:
             assert rid in self.requests, f"{rid}: finished request holds a pool row"

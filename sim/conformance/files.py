@@ -34,6 +34,37 @@ class Outcome:
 Replay = Callable[[Any], Outcome]
 
 
+def int_field(value: Any, where: str, low: int, high: int | None = None) -> int:
+    """An int in [low, high] (JSON true is not a count), or a ScenarioError naming the field."""
+    bad_type = isinstance(value, bool) or not isinstance(value, int)
+    if bad_type or value < low or (high is not None and value > high):
+        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ScenarioError(f"{where} must be an int {bound}, got {value!r}")
+    return value
+
+
+def request_id(entry: Any, where: str, ids: set[str]) -> str:
+    """A request entry's id, a string no earlier entry took (added to `ids`)."""
+    if not isinstance(entry, dict):
+        raise ScenarioError(f"{where} must be an object")
+    rid = entry.get("id")
+    if not isinstance(rid, str) or rid in ids:
+        raise ScenarioError(f"{where}.id missing, not a string or duplicated: {rid!r}")
+    ids.add(rid)
+    return rid
+
+
+def token_ids(value: Any, where: str, high: int) -> list[int]:
+    """A non-empty list of token ids in [0, high)."""
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < high for t in value)
+    ):
+        raise ScenarioError(f"{where} must be a non-empty list of ints in [0, {high})")
+    return value
+
+
 def format_log(lines: list[dict[str, Any]]) -> str:
     """JSON lines, keys in the order each line was built (the oracles' format)."""
     return "".join(json.dumps(line) + "\n" for line in lines)

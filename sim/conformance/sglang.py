@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from schedsim.conformance.files import Outcome, ScenarioError, format_log
+from schedsim.conformance.files import Outcome, ScenarioError, format_log, int_field, request_id, token_ids
 from schedsim.policies import Request, StepPlan, StepResult, make_policy
 from schedsim.policies.sglang import SGLangOverlapPolicy, SGLangStepPlan
 
@@ -46,15 +46,6 @@ def is_sglang_scenario(scenario: Any) -> bool:
     return isinstance(cfg, dict) and "pool_tokens" in cfg and "schedule_policy" in cfg
 
 
-def _int(value: Any, where: str, low: int, high: int | None = None) -> int:
-    """An int in [low, high], or a ScenarioError naming the field."""
-    bad_type = isinstance(value, bool) or not isinstance(value, int)
-    if bad_type or value < low or (high is not None and value > high):
-        bound = f">= {low}" if high is None else f"in [{low}, {high}]"
-        raise ScenarioError(f"{where} must be an int {bound}, got {value!r}")
-    return value
-
-
 def _policy_options(cfg: dict) -> dict[str, Any]:
     """The scenario config as `sglang-overlap` options (a page is one KV block; block 0 is null)."""
     missing = [k for k in CONFIG_KEYS if k not in cfg]
@@ -63,15 +54,15 @@ def _policy_options(cfg: dict) -> dict[str, Any]:
     unknown = sorted(set(cfg) - set(CONFIG_KEYS) - set(OPTIONAL_KEYS))
     if unknown:
         raise ScenarioError(f"config: unknown keys {unknown}")
-    page = _int(cfg.get("page_size", 1), "config.page_size", 1)
-    pool = _int(cfg["pool_tokens"], "config.pool_tokens", 2)
+    page = int_field(cfg.get("page_size", 1), "config.page_size", 1)
+    pool = int_field(cfg["pool_tokens"], "config.pool_tokens", 2)
     if pool % page:
         raise ScenarioError(f"config.pool_tokens ({pool}) must be a multiple of config.page_size ({page})")
-    max_len = _int(cfg["max_model_len"], "config.max_model_len", 1)
+    max_len = int_field(cfg["max_model_len"], "config.max_model_len", 1)
     chunk = cfg["chunked_prefill_size"]
     if chunk is not None:
-        chunk = _int(chunk, "config.chunked_prefill_size", 1)
-    mpt = _int(cfg["max_prefill_tokens"], "config.max_prefill_tokens", 1)
+        chunk = int_field(chunk, "config.chunked_prefill_size", 1)
+    mpt = int_field(cfg["max_prefill_tokens"], "config.max_prefill_tokens", 1)
     if cfg["schedule_policy"] not in ("fcfs", "lpm"):
         raise ScenarioError(f"config.schedule_policy must be 'fcfs' or 'lpm', got {cfg['schedule_policy']!r}")
     if not isinstance(cfg["enable_prefix_caching"], bool):
@@ -79,7 +70,7 @@ def _policy_options(cfg: dict) -> dict[str, Any]:
     return dict(
         block_size=page,
         num_gpu_blocks=pool // page + 1,
-        max_num_seqs=_int(cfg["max_running"], "config.max_running", 1),
+        max_num_seqs=int_field(cfg["max_running"], "config.max_running", 1),
         max_num_batched_tokens=max(max_len, chunk or 0, mpt),
         max_model_len=max_len,
         enable_prefix_caching=cfg["enable_prefix_caching"],
@@ -99,28 +90,15 @@ def _requests(scenario: dict, policy: SGLangOverlapPolicy) -> dict[int, list[Req
     arrivals: dict[int, list[Request]] = {}
     for i, r in enumerate(reqs):
         where = f"requests[{i}]"
-        rid = r.get("id") if isinstance(r, dict) else None
-        if not isinstance(rid, str) or rid in ids:
-            raise ScenarioError(f"{where}.id missing or duplicated: {rid!r}")
-        ids.add(rid)
-        prompt = r.get("prompt")
-        if (
-            not isinstance(prompt, list)
-            or not prompt
-            or not all(
-                isinstance(t, int) and not isinstance(t, bool) and 0 <= t < FAKE_TOKEN_BASE for t in prompt
-            )
-        ):
-            raise ScenarioError(
-                f"{where} ({rid}).prompt must be non-empty token ids in [0, {FAKE_TOKEN_BASE})"
-            )
+        rid = request_id(r, where, ids)
+        prompt = token_ids(r.get("prompt"), f"{where} ({rid}).prompt", FAKE_TOKEN_BASE)
         if len(prompt) >= policy.max_req_input_len:
             raise ScenarioError(
                 f"{where} ({rid}): prompt of {len(prompt)} tokens >= max_req_input_len "
                 f"{policy.max_req_input_len} (SGLang aborts it)"
             )
-        new = _int(r.get("max_new_tokens"), f"{where} ({rid}).max_new_tokens", 1, MAX_NEW_TOKENS)
-        at = _int(r.get("arrival"), f"{where} ({rid}).arrival", 0)
+        new = int_field(r.get("max_new_tokens"), f"{where} ({rid}).max_new_tokens", 1, MAX_NEW_TOKENS)
+        at = int_field(r.get("arrival"), f"{where} ({rid}).arrival", 0)
         arrivals.setdefault(at, []).append(
             Request(rid, float(i), len(prompt), new, prompt_token_ids=list(prompt), eos_token_id=None)
         )

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from schedsim.conformance.files import Outcome, ScenarioError, format_log
+from schedsim.conformance.files import Outcome, ScenarioError, format_log, int_field, request_id, token_ids
 from schedsim.policies import Request, StepPlan, StepResult, make_policy
 from schedsim.policies.trtllm import TrtllmFailure, TrtllmPolicy
 
@@ -49,13 +49,6 @@ MAX_PROMPT_TOKEN = 100000  # output ids start here
 EXIT_TRTLLM_FAILS = 3
 
 
-def _check_int(cfg: dict[str, Any], key: str, low: int = 1) -> None:
-    """An integer config field at least `low`."""
-    value = cfg[key]
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise ScenarioError(f"config.{key} must be an int >= {low}, got {value!r}")
-
-
 def _check_config(cfg: dict[str, Any]) -> None:
     """Field types, then the configurations TensorRT-LLM rejects or turns into something else."""
     for key in (
@@ -67,7 +60,7 @@ def _check_config(cfg: dict[str, Any]) -> None:
         "chunk_unit_size",
         "max_input_len",
     ):
-        _check_int(cfg, key)
+        int_field(cfg[key], f"config.{key}", 1)
     for key in ("enable_block_reuse", "prefix_aware", "two_step_lookahead"):
         if not isinstance(cfg[key], bool):
             raise ScenarioError(f"config.{key} must be true or false, got {cfg[key]!r}")
@@ -103,38 +96,20 @@ def _check_config(cfg: dict[str, Any]) -> None:
 
 def _check_request(r: Any, idx: int, cfg: dict[str, Any], ids: set[str]) -> None:
     """One request entry, named by its index and id."""
-    if not isinstance(r, dict):
-        raise ScenarioError(f"requests[{idx}] must be an object")
-    rid = r.get("id")
-    if not isinstance(rid, str) or rid in ids:
-        raise ScenarioError(f"requests[{idx}].id missing, not a string or duplicated: {rid!r}")
-    ids.add(rid)
-    prompt = r.get("prompt")
-    if (
-        not isinstance(prompt, list)
-        or not prompt
-        or not all(
-            isinstance(t, int) and not isinstance(t, bool) and 0 <= t < MAX_PROMPT_TOKEN for t in prompt
-        )
-    ):
-        raise ScenarioError(
-            f"requests[{idx}] ({rid}).prompt must be a non-empty list of ints in [0, {MAX_PROMPT_TOKEN})"
-        )
-    new = r.get("max_new_tokens")
-    if not isinstance(new, int) or isinstance(new, bool) or new < 1:
-        raise ScenarioError(f"requests[{idx}] ({rid}).max_new_tokens must be an int >= 1")
+    where = f"requests[{idx}]"
+    rid = request_id(r, where, ids)
+    prompt = token_ids(r.get("prompt"), f"{where} ({rid}).prompt", MAX_PROMPT_TOKEN)
+    new = int_field(r.get("max_new_tokens"), f"{where} ({rid}).max_new_tokens", 1)
     if len(prompt) > cfg["max_input_len"]:
         raise ScenarioError(
-            f"requests[{idx}] ({rid}): prompt ({len(prompt)}) > max_input_len ({cfg['max_input_len']})"
+            f"{where} ({rid}): prompt ({len(prompt)}) > max_input_len ({cfg['max_input_len']})"
         )
     if len(prompt) + new > cfg["max_seq_len"]:
         raise ScenarioError(
-            f"requests[{idx}] ({rid}): prompt ({len(prompt)}) + max_new_tokens ({new}) > "
+            f"{where} ({rid}): prompt ({len(prompt)}) + max_new_tokens ({new}) > "
             f"max_seq_len ({cfg['max_seq_len']})"
         )
-    step = r.get("arrival_step", 0)
-    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-        raise ScenarioError(f"requests[{idx}] ({rid}).arrival_step must be an int >= 0")
+    int_field(r.get("arrival_step", 0), f"{where} ({rid}).arrival_step", 0)
 
 
 def validate(scenario: Any) -> dict[str, Any]:
@@ -155,9 +130,7 @@ def validate(scenario: Any) -> dict[str, Any]:
     if cfg["max_input_len"] is None and isinstance(cfg["max_seq_len"], int):
         cfg["max_input_len"] = cfg["max_seq_len"] - 1
     _check_config(cfg)
-    num_steps = scenario.get("num_steps")
-    if not isinstance(num_steps, int) or isinstance(num_steps, bool) or num_steps < 0:
-        raise ScenarioError("num_steps must be an int >= 0")
+    int_field(scenario.get("num_steps"), "num_steps", 0)
     requests = scenario.get("requests", [])
     if not isinstance(requests, list):
         raise ScenarioError("requests must be a list")

@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Protocol, runtime_checkable
+
+_first, _second = itemgetter(0), itemgetter(1)
+
+
+def prefill_tokens(prefills: list[tuple[int, int]]) -> int:
+    """New tokens of prefill chunks (C-level sum: the latency models call this every step)."""
+    return sum(map(_first, prefills)) if prefills else 0
 
 
 @dataclass(slots=True)
@@ -16,9 +24,25 @@ class StepShape:
     decodes: list[tuple[int, int]] = field(default_factory=list)
 
     @property
+    def num_drafts(self) -> int:
+        """Draft tokens verified; a step without any is priced from the decodes' count and context
+        sum alone (`plain_step_time`)."""
+        return sum(map(_second, self.decodes)) if self.decodes else 0
+
+    @property
+    def decode_context(self) -> int:
+        """The decodes' context lengths, summed."""
+        return sum(map(_first, self.decodes)) if self.decodes else 0
+
+    @property
+    def num_sampled(self) -> int:
+        """Positions the LM head reads: one per chunk and decode, one more per draft."""
+        return len(self.prefills) + len(self.decodes) + self.num_drafts
+
+    @property
     def num_tokens(self) -> int:
         """Tokens fed through the model in this step."""
-        return sum(n for n, _ in self.prefills) + sum(1 + k for _, k in self.decodes)
+        return prefill_tokens(self.prefills) + len(self.decodes) + self.num_drafts
 
 
 @runtime_checkable

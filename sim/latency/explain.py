@@ -3,12 +3,9 @@ collectives, sampler and the host launch floor (`schedsim latency --explain`).""
 
 from __future__ import annotations
 
-from operator import itemgetter
-
 from .base import StepShape
 from .overhead import OverheadModel
 
-_first, _second = itemgetter(0), itemgetter(1)
 TERMS = ("compute", "memory", "kernel_fixed", "collectives", "sampler", "launch_floor")
 GEMMS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
 KERNELS_PER_OP = {"lm_head": 2}  # final norm + vocab projection
@@ -28,8 +25,7 @@ def _bound(model: OverheadModel, tokens: int, sampled: int, shape: StepShape) ->
     head_bytes = (m.hidden_size * head_n + sampled * (m.hidden_size + head_n)) * m.dtype_bytes
     out["lm_head"] = head_flops / (peak * c.gemm_compute_eff) > head_bytes / (bw * c.gemm_memory_eff)
     pre_f, pre_b = rl.prefill_attention_work(shape.prefills)
-    drafts = sum(map(_second, shape.decodes)) if shape.decodes else 0
-    dec_f, dec_b = rl.decode_attention_work(shape.decodes, drafts)
+    dec_f, dec_b = rl.decode_attention_work(shape.decodes, shape.num_drafts)
     out["attn_prefill"] = pre_f / (peak * c.attn_compute_eff) > pre_b / (bw * c.attn_memory_eff)
     out["attn_decode"] = dec_f / (peak * c.attn_compute_eff) > dec_b / (bw * c.attn_memory_eff)
     return out
@@ -51,9 +47,7 @@ def explain_step(model: OverheadModel, shape: StepShape) -> dict[str, float]:
     out = dict.fromkeys(TERMS, 0.0)
     if tokens == 0:
         return out
-    sampled = (
-        len(shape.prefills) + len(shape.decodes) + (sum(map(_second, shape.decodes)) if shape.decodes else 0)
-    )
+    sampled = shape.num_sampled
     bound = _bound(model, tokens, sampled, shape)
     layers = model.layers
     for op, t in model.inner.breakdown(shape).items():
@@ -70,7 +64,7 @@ def explain_step(model: OverheadModel, shape: StepShape) -> dict[str, float]:
     out["collectives"] = ours + model.logits_gather(sampled)
     out["sampler"] = model.sampler(sampled)
     gpu = sum(out.values())
-    decode_only = not shape.prefills and not (shape.decodes and any(map(_second, shape.decodes)))
+    decode_only = not shape.prefills and not shape.num_drafts
     total = model.step_time(shape)
     if model.eager(tokens, decode_only) and total > gpu:
         out["launch_floor"] = total - gpu

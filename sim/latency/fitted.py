@@ -12,7 +12,6 @@ whatever its length), so the model stays monotone in every feature.
 
 from __future__ import annotations
 
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +21,12 @@ import pandas as pd
 from .base import StepShape
 
 FEATURES = ("prefill_tokens", "decode_count", "sum_context", "sum_context_sq")
-_first, _second = itemgetter(0), itemgetter(1)
 
 
 def step_features(shape: StepShape) -> tuple[float, float, float, float]:
     """The four features of one step (one pass of C-level sums over the decodes)."""
-    decodes = shape.decodes
-    d = len(decodes) + (sum(map(_second, decodes)) if decodes else 0)
-    return plain_features(shape.prefills, d, (sum(map(_first, decodes)) if decodes else 0) + d)
+    d = len(shape.decodes) + shape.num_drafts
+    return plain_features(shape.prefills, d, shape.decode_context + d)
 
 
 def plain_features(prefills: list[tuple[int, int]], d: int, ctx: int) -> tuple[float, float, float, float]:

@@ -14,15 +14,13 @@ hides them (`cpu_cost_config`).
 
 from __future__ import annotations
 
-from operator import itemgetter
 from typing import Any
 
-from .base import StepShape
+from .base import StepShape, prefill_tokens
 from .cpu_cost import CPU_PHASES, STEP_PHASES, CpuCostConfig, PhaseCost
 from .engines import OverheadTerms
 from .roofline import RooflineModel
 
-_first, _second = itemgetter(0), itemgetter(1)
 # vLLM's Sampler on the gathered logits (fp32): temperature, softmax, log-softmax and the
 # exponential-race multinomial each pass over sampled x vocab floats; ~8 kernels in all
 SAMPLER_PASSES = 4
@@ -109,20 +107,17 @@ class OverheadModel:
 
     def step_time(self, shape: StepShape) -> float:
         """Seconds of one GPU step of this shape (plain decodes go through decode_step_time)."""
-        prefills, decodes = shape.prefills, shape.decodes
-        nd = len(decodes)
-        drafts = sum(map(_second, decodes)) if nd else 0
+        prefills, decodes, drafts = shape.prefills, shape.decodes, shape.num_drafts
         if not drafts:
-            return self.plain_step_time(prefills, nd, sum(map(_first, decodes)) if nd else 0)
-        tokens = (sum(map(_first, prefills)) if prefills else 0) + nd + drafts
-        return self._mixed(self.inner.step_time(shape), tokens, len(prefills) + nd + drafts)
+            return self.plain_step_time(prefills, len(decodes), shape.decode_context)
+        return self._mixed(self.inner.step_time(shape), shape.num_tokens, shape.num_sampled)
 
     def plain_step_time(self, prefills: list[tuple[int, int]], num_decodes: int, ctx_sum: int) -> float:
         """step_time of prefill chunks and draft-free decodes given by their count and context sum
         (step_time routes such shapes here: the executor gets the same float without a decode list)."""
         if not prefills:
             return self.decode_step_time(num_decodes, ctx_sum) if num_decodes else 0.0
-        tokens = sum(map(_first, prefills)) + num_decodes
+        tokens = prefill_tokens(prefills) + num_decodes
         if tokens == 0:
             return 0.0
         inner = self.inner.plain_step_time(prefills, num_decodes, ctx_sum)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from operator import itemgetter
 
-from .base import StepShape
+from .base import StepShape, prefill_tokens
 from .specs import GpuSpec, ModelSpec
 
 # Operators of one transformer layer that depend only on the step's token count (Vidur's names).
@@ -22,7 +21,6 @@ DENSE_OPS = (
     "add",
 )
 GEMM_OPS = ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj")
-_first, _second = itemgetter(0), itemgetter(1)
 
 
 @dataclass(frozen=True)
@@ -210,10 +208,7 @@ class RooflineModel:
 
     def attention(self, shape: StepShape) -> tuple[float, float]:
         """(prefill, decode) attention seconds of one layer: FlashAttention-style, KV read once."""
-        decodes = shape.decodes
-        nd = len(decodes)
-        drafts = sum(map(_second, decodes)) if nd else 0
-        return self.prefill_attention(shape.prefills), self.decode_attention(decodes, drafts)
+        return self.prefill_attention(shape.prefills), self.decode_attention(shape.decodes, shape.num_drafts)
 
     def prefill_attention_work(self, prefills: list[tuple[int, int]]) -> tuple[float, float]:
         """(FLOPs, bytes) of causal attention of prefill chunks over cached context + themselves."""
@@ -226,7 +221,7 @@ class RooflineModel:
     def decode_attention_work(self, decodes: list[tuple[int, int]], drafts: int) -> tuple[float, float]:
         """(FLOPs, bytes) of decode / draft-verification attention: each query reads its KV."""
         nd = len(decodes)
-        ctx_sum = sum(map(_first, decodes))
+        ctx_sum = sum(ctx for ctx, _ in decodes)
         if drafts == 0:
             pairs, keys, queries = ctx_sum + nd, ctx_sum + nd, nd
         else:
@@ -293,17 +288,14 @@ class RooflineModel:
 
     def step_time(self, shape: StepShape) -> float:
         """Seconds of one GPU step of this shape."""
-        prefills, decodes = shape.prefills, shape.decodes
-        nd = len(decodes)
-        drafts = sum(map(_second, decodes)) if nd else 0
+        prefills, decodes, drafts = shape.prefills, shape.decodes, shape.num_drafts
         if not drafts:
-            return self.plain_step_time(prefills, nd, sum(map(_first, decodes)) if nd else 0)
-        tokens = (sum(map(_first, prefills)) if prefills else 0) + nd + drafts
+            return self.plain_step_time(prefills, len(decodes), shape.decode_context)
         attn = self.prefill_attention(prefills) + self.decode_attention(decodes, drafts)
         return (
-            self.dense_time(tokens)
+            self.dense_time(shape.num_tokens)
             + self.model.num_layers * attn
-            + self.head_time(len(prefills) + nd + drafts)
+            + self.head_time(shape.num_sampled)
         )
 
     def plain_step_time(self, prefills: list[tuple[int, int]], num_decodes: int, ctx_sum: int) -> float:
@@ -311,7 +303,7 @@ class RooflineModel:
         (step_time routes such shapes here: the executor gets the same float without a decode list)."""
         if not prefills:
             return self.decode_step_time(num_decodes, ctx_sum) if num_decodes else 0.0
-        tokens = sum(map(_first, prefills)) + num_decodes
+        tokens = prefill_tokens(prefills) + num_decodes
         if tokens == 0:
             return 0.0
         decode = self.plain_decode_attention(num_decodes, ctx_sum) if num_decodes else 0.0

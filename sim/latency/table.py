@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
-from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from .base import StepShape
+from .base import StepShape, prefill_tokens
 from .interp import Curve, ExtrapolationWarning
 from .profiles import (
     COMPUTE_OPS,
@@ -21,7 +20,6 @@ from .profiles import (
 from .roofline import RooflineModel
 from .specs import GpuSpec, ModelSpec, get_model_spec, list_model_specs
 
-_first, _second = itemgetter(0), itemgetter(1)
 LAYER_OPS = tuple(op for op in COMPUTE_OPS if op != "emb")
 
 
@@ -183,24 +181,20 @@ class TableModel:
 
     def step_time(self, shape: StepShape) -> float:
         """Seconds of one GPU step of this shape."""
-        prefills, decodes = shape.prefills, shape.decodes
-        nd = len(decodes)
-        drafts = sum(map(_second, decodes)) if nd else 0
+        prefills, decodes, drafts = shape.prefills, shape.decodes, shape.num_drafts
         if not drafts:
-            return self.plain_step_time(prefills, nd, sum(map(_first, decodes)) if nd else 0)
-        tokens = (sum(map(_first, prefills)) if prefills else 0) + nd + drafts
+            return self.plain_step_time(prefills, len(decodes), shape.decode_context)
         rl = self.roofline
         attn = rl.prefill_attention(prefills) + rl.decode_attention(decodes, drafts)
-        return (
-            self.dense_time(tokens) + self.model.num_layers * attn + rl.head_time(len(prefills) + nd + drafts)
-        )
+        dense = self.dense_time(shape.num_tokens)
+        return dense + self.model.num_layers * attn + rl.head_time(shape.num_sampled)
 
     def plain_step_time(self, prefills: list[tuple[int, int]], num_decodes: int, ctx_sum: int) -> float:
         """step_time of prefill chunks and draft-free decodes given by their count and context sum
         (step_time routes such shapes here: the executor gets the same float without a decode list)."""
         if not prefills:
             return self.decode_step_time(num_decodes, ctx_sum) if num_decodes else 0.0
-        tokens = sum(map(_first, prefills)) + num_decodes
+        tokens = prefill_tokens(prefills) + num_decodes
         if tokens == 0:
             return 0.0
         rl = self.roofline
