@@ -323,7 +323,7 @@ class BasePolicy:
         """Hook run after a result is folded in (subclasses)."""
 
     def _append_tokens(self, req: Request, tokens: list[int]) -> RequestOutput | None:
-        """Append tokens one by one with stop checks (length first, then EOS / stop ids)."""
+        """Append tokens one by one with stop checks (`check_stop`)."""
         outs = req.output_token_ids
         status = None
         n = 0
@@ -358,15 +358,20 @@ class BasePolicy:
         return max(1, min(req.max_tokens, pool_tokens - req.prompt_len))
 
     def check_stop(self, req: Request, tok: int) -> RequestStatus | None:
-        """vLLM/SGLang stop order: length caps, then EOS, then stop token ids."""
-        if req.num_output_tokens >= self.max_new_tokens(req) or req.num_tokens >= self.config.max_model_len:
-            return RequestStatus.FINISHED_LENGTH_CAPPED
+        """The engines' stop order (vLLM's check_stop, SGLang's update_finish_state): EOS, then
+        stop token ids, then the length caps, so an EOS sampled as the last allowed token is a stop."""
         if not req.ignore_eos and req.eos_token_id is not None and tok == req.eos_token_id:
             return RequestStatus.FINISHED_STOPPED
-        if tok in req.stop_token_ids:
+        if tok in req.stop_token_ids and self.stop_ids_apply(req):
             req.stop_reason = tok
             return RequestStatus.FINISHED_STOPPED
+        if req.num_output_tokens >= self.max_new_tokens(req) or req.num_tokens >= self.config.max_model_len:
+            return RequestStatus.FINISHED_LENGTH_CAPPED
         return None
+
+    def stop_ids_apply(self, req: Request) -> bool:
+        """Whether the request's stop token ids stop it (vLLM: always; SGLang: not with ignore_eos)."""
+        return True
 
     def stop_request(self, req: Request, status: RequestStatus) -> None:
         """A request stopped (sampled stop, or its KV load failed): leave the queues, free, report."""

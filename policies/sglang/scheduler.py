@@ -101,6 +101,10 @@ class SGLangOverlapPolicy(BasePolicy):
         cap = self.max_new.get(req.request_id)
         return req.max_tokens if cap is None else cap
 
+    def stop_ids_apply(self, req: Request) -> bool:
+        """`_check_token_based_finish` returns at once under ignore_eos: stop token ids included."""
+        return not req.ignore_eos
+
     def kv_usage(self) -> float:
         """SGLang's token usage: KV neither free nor evictable from the tree."""
         return self.mem.token_usage()

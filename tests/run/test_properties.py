@@ -110,6 +110,12 @@ def test_every_policy_under_both_engine_loops(
     res = simulate(small_config(policy, engine, blocks, seqs, 1), workload=wl, check_invariants=True)
     assert_accounted(res)
     assert res.summary["engine"] == ("sync" if engine == "sync" else "batch_queue(depth=2)")
-    stop = (res.requests["finish_reason"] == "stop").to_numpy()
+    req = res.requests
+    stop = (req["finish_reason"] == "stop").to_numpy()
     ref = np.array(reference_hashes(wl, 1))
-    assert (res.requests["output_hash"].to_numpy()[stop] == ref[stop]).all()
+    assert (req["output_hash"].to_numpy()[stop] == ref[stop]).all()
+    # the engines check EOS before the length caps: a request allowed its whole output stops at
+    # its EOS under every policy, even where the EOS is its last allowed token
+    whole = (req["target_output_tokens"] <= req["max_tokens"]) & (req["num_truncated_tokens"] == 0)
+    ended = req[whole & req["finish_reason"].isin(["stop", "length"])]
+    assert (ended["finish_reason"] == "stop").all(), ended

@@ -153,7 +153,7 @@ def check_run(
         if e is not None and e < m:
             expected[-1] = EOS
         assert a.tokens.get(rid) == expected, rid
-        stopped = e is not None and e < m - 1  # at the last allowed token, length wins
+        stopped = e is not None and e < m  # an EOS as the last allowed token is a stop
         want = RequestStatus.FINISHED_STOPPED if stopped else RequestStatus.FINISHED_LENGTH_CAPPED
         assert a.finish[rid] == want, (rid, a.finish[rid])
     return a

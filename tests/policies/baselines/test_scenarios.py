@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from schedsim.policies import RequestStatus, make_policy
-from support.schedloop import make_request, run
+from support.schedloop import EOS, make_request, run
 
 pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
 
@@ -146,3 +146,20 @@ def test_static_batch_is_capped_by_max_num_seqs_and_the_token_budget():
     assert t.sched()[:2] == [{"a": 30, "b": 30}, {"c": 5}]
     t2 = run(policy("static"), [make_request("a", 40, 1), make_request("b", 30, 1)])
     assert t2.sched()[:2] == [{"a": 40}, {"b": 30}]
+
+
+@pytest.mark.parametrize("name", ["orca", "sarathi", "static"])
+def test_an_eos_as_the_last_allowed_token_is_a_stop(name):
+    """vLLM's check_stop order (EOS, stop token ids, then length): 'a' samples EOS as its third
+    and last allowed token and stops; 'b' reaches the same cap on an ordinary token."""
+    t = run(policy(name), [make_request("a", 16, 3), make_request("b", 16, 3)], eos_at={"a": 2})
+    assert t.tokens == {"a": [1000, 1001, EOS], "b": [1000, 1001, 1002]}
+    assert t.finish == {"a": RequestStatus.FINISHED_STOPPED, "b": RequestStatus.FINISHED_LENGTH_CAPPED}
+
+
+def test_stop_token_ids_stop_a_request_that_ignores_eos():
+    """ignore_eos passes over the EOS (output 0); the stop token id 1002 stops it (vLLM's rule)."""
+    a = make_request("a", 16, 6, ignore_eos=True, stop_token_ids=(1002,))
+    t = run(policy("orca"), [a], eos_at={"a": 0})
+    assert t.tokens["a"] == [EOS, 1001, 1002]
+    assert t.finish["a"] == RequestStatus.FINISHED_STOPPED and a.stop_reason == 1002

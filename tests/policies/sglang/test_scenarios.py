@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from schedsim.policies import RequestStatus, StepResult, make_policy  # noqa: E402
-from support.schedloop import make_request, run
+from support.schedloop import EOS, make_request, run
 
 pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
 
@@ -49,6 +49,24 @@ def test_requests_finishing_by_length_in_flight_are_not_scheduled_again():
     assert sum(s.get("a", 0) for s in t.sched()) == 20 + 3 - 1
     assert sum(s.get("b", 0) for s in t.sched()) == 20 + 6 - 1
     assert t.tokens["a"] == [1000, 1001, 1002]
+    assert t.finish["a"] == RequestStatus.FINISHED_LENGTH_CAPPED
+
+
+def test_an_eos_as_the_last_allowed_token_is_a_stop():
+    """update_finish_state checks stop tokens before the length cap: 'a' samples EOS as its last
+    allowed token and is a stop (FINISH_MATCHED_TOKEN); the in-flight skip still applies."""
+    t = run(sglang(), [make_request("a", 20, 3), make_request("b", 20, 3)], eos_at={"a": 2})
+    assert [s.get("a") for s in t.sched()[:4]] == [20, 1, 1, None]
+    assert t.tokens == {"a": [1000, 1001, EOS], "b": [1000, 1001, 1002]}
+    assert t.finish == {"a": RequestStatus.FINISHED_STOPPED, "b": RequestStatus.FINISHED_LENGTH_CAPPED}
+
+
+def test_ignore_eos_also_ignores_stop_token_ids():
+    """_check_token_based_finish returns at once under ignore_eos: the stop token id 1001 does not
+    stop 'a', which runs to its length cap."""
+    a = make_request("a", 20, 4, ignore_eos=True, stop_token_ids=(1001,))
+    t = run(sglang(), [a])
+    assert t.tokens["a"] == [1000, 1001, 1002, 1003]
     assert t.finish["a"] == RequestStatus.FINISHED_LENGTH_CAPPED
 
 
