@@ -160,6 +160,15 @@ class SupportsGrammarBitmask(Protocol):
 
 
 @runtime_checkable
+class SupportsAdapters(Protocol):
+    """Optional: LoRA adapters shape the schedule (TensorRT-LLM's capacity scheduler counts each
+    new adapter's PEFT-cache pages); under any other policy a request's lora_id changes nothing."""
+
+    def budgets_adapters(self) -> bool:
+        """Whether this instance budgets adapters (its configuration sets an adapter cache)."""
+
+
+@runtime_checkable
 class HasRunCounters(Protocol):
     """Optional: counts a policy keeps that belong in the run summary but in no table."""
 

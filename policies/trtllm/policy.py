@@ -231,6 +231,10 @@ class TrtllmPolicy:
         """The run summary's count of prefix-aware skips (no table has a row per skip)."""
         return {"num_prefix_skips": self.stats.num_prefix_skips}
 
+    def budgets_adapters(self) -> bool:
+        """An adapter cache is configured (max_peft_pages): new adapters' pages are budgeted."""
+        return self.capacity.peft is not None
+
     def update_draft_token_ids(self, drafts: Mapping[str, list[int]]) -> None:
         """Attach drafts for the next step: at most the spec profile, and never past max_new_tokens."""
         for rid, ids in drafts.items():

@@ -146,7 +146,7 @@ class RunConfig:
     structured_fraction: float = _f(
         0.0,
         "fraction of requests (seeded draw) that use structured output, "
-        "on top of the trace's structured_output column",
+        "on top of the trace's structured_output column (vllm, vllm-async)",
     )
     # ---- fault plan (oracle) ----
     abort_times: dict[str, float] = _f({}, "request_id = time (s): the client aborts that request then")

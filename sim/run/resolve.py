@@ -15,6 +15,7 @@ from schedsim.policies.routers import make_router
 from schedsim.policies.trtllm import TrtllmConfig
 from schedsim.policies.vllm import VllmConfig
 from schedsim.run.config import RunConfig
+from schedsim.run.features import check_structured_fraction
 from schedsim.run.fieldtypes import check_fields, field_error
 from schedsim.run.toml_config import ConfigError, to_jsonable
 
@@ -248,6 +249,7 @@ def check_config(config: RunConfig, label: str = "") -> None:
     try:
         resolved = resolve_run(config)
         policy = make_policy(config.policy, **resolved.policy_options)
+        check_structured_fraction(config, policy)
         if config.num_replicas() > 1 or config.replica_overrides:
             pools = (config.prefill_router, config.decode_router)
             for name in dict.fromkeys([config.router, *(r for r in pools if r)]):
@@ -260,6 +262,7 @@ def check_config(config: RunConfig, label: str = "") -> None:
                     replica.config.policy,
                     make_policy(replica.config.policy, **replica.policy_options),
                 )
+                check_structured_fraction(replica.config, replicas[i][1])
             if config.pd_pools() is not None:
                 for i, (name, replica_policy) in enumerate(replicas):
                     check_pd_policy(replica_policy, i, name)

@@ -17,6 +17,7 @@ from schedsim.metrics.tables import itl_table, requests_table, steps_table, time
 from schedsim.policies import HasRunCounters, Policy, Request, SupportsFastForward, make_policy
 from schedsim.run.cluster import is_cluster, simulate_cluster
 from schedsim.run.config import RunConfig
+from schedsim.run.features import check_structured_fraction, warn_unmodelled
 from schedsim.run.memory import frozen_setup, pin_mmap_threshold, release_unused
 from schedsim.run.resolve import make_draft_latency, resolve_run
 from schedsim.run.result import RunResult
@@ -106,6 +107,8 @@ def build_sim_run(
     the engine's inputs are what a router sends it, in the inbox's environment.
     """
     policy = make_policy(cfg.policy, **policy_options)
+    check_structured_fraction(cfg, policy)
+    warn_unmodelled(cfg, policy, prep.structured, prep.lora)
     oracle = WorkloadOracle(
         cfg.seed, acceptance_rate=cfg.spec_acceptance_rate, kv_load_failures=prep.kv_load_failures
     )
