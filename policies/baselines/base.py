@@ -65,6 +65,9 @@ class BasePolicy:
             lazy_private=self.lazy_private_kv,
         )
         self.requests: dict[str, Request] = {}
+        # num_computed_tokens of each preempted request when it was preempted: what it schedules
+        # below that again counts as recomputed (vLLM's recompute frontier)
+        self.recompute_frontier: dict[str, int] = {}
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
         self.finished_req_ids: list[str] = []
@@ -187,13 +190,27 @@ class BasePolicy:
     def _after_schedule(self, plan: StepPlan) -> None:
         """vLLM's _update_after_schedule (+ AsyncScheduler's placeholders when batches overlap)."""
         asynchronous = self.max_concurrent_batches > 1
+        frontier = self.recompute_frontier
         for rid, n in plan.num_scheduled_tokens.items():
             req = self.requests[rid]
+            if frontier:
+                self._count_recompute(req, n)
             req.num_computed_tokens += n
             req.num_in_flight_tokens += n
             req.is_prefill_chunk = req.num_computed_tokens < req.num_tokens + req.num_output_placeholders
             if asynchronous and not req.is_prefill_chunk:
                 req.num_output_placeholders += 1
+
+    def _count_recompute(self, req: Request, num_new: int) -> None:
+        """Tokens scheduled below the request's pre-preemption frontier are computed a second time
+        (prefix hits excluded, as vLLM counts them)."""
+        rid = req.request_id
+        frontier = self.recompute_frontier.get(rid)
+        if frontier is not None:
+            context = req.num_computed_tokens
+            req.num_recomputed_tokens += max(0, min(context + num_new, frontier) - context)
+            if context + num_new >= frontier:
+                del self.recompute_frontier[rid]
 
     def allocate(
         self,
@@ -231,7 +248,8 @@ class BasePolicy:
         """Recompute-preemption: free KV, rewind, mark in-flight output stale (caller requeues)."""
         self._on_leave(req)
         req.status = RequestStatus.PREEMPTED
-        req.num_recomputed_tokens += req.num_computed_tokens
+        rid = req.request_id
+        self.recompute_frontier[rid] = max(req.num_computed_tokens, self.recompute_frontier.get(rid, 0))
         req.num_computed_tokens = 0
         req.num_stale_output_tokens = req.num_in_flight_tokens
         req.num_output_placeholders = 0
@@ -389,6 +407,7 @@ class BasePolicy:
         req.status = status
         req.num_output_placeholders = 0
         self.requests.pop(req.request_id, None)
+        self.recompute_frontier.pop(req.request_id, None)
         self.finished_req_ids.append(req.request_id)
         self.kv.drop_request(req)
 
@@ -407,6 +426,7 @@ class BasePolicy:
         running_ids = {r.request_id for r in self.running}
         assert not waiting_ids & running_ids, "a request is both waiting and running"
         assert (waiting_ids | running_ids) <= set(self.requests), "a queued request is not live"
+        assert set(self.recompute_frontier) <= set(self.requests), "a finished request keeps a frontier"
         check_queue_statuses(self.waiting, self.running)
         for rid, blocks in self.kv.req_to_blocks.items():
             assert rid in self.requests, f"{rid}: finished request still holds KV"

@@ -163,3 +163,19 @@ def test_stop_token_ids_stop_a_request_that_ignores_eos():
     t = run(policy("orca"), [a], eos_at={"a": 0})
     assert t.tokens["a"] == [EOS, 1001, 1002]
     assert t.finish["a"] == RequestStatus.FINISHED_STOPPED and a.stop_reason == 1002
+
+
+@pytest.mark.parametrize("caching,hit,recomputed", [(True, 8, 8), (False, 0, 16)])
+def test_recomputed_tokens_exclude_what_the_prefix_cache_gives_back(caching, hit, recomputed):
+    """8 usable blocks of 4: 'b' is preempted with 16 tokens computed and resumes once 'a' is
+    done; only what it schedules below those 16 again counts (vLLM's recompute frontier), so the
+    two blocks it finds still cached do not."""
+    p = policy(
+        "sarathi", num_gpu_blocks=9, block_size=4, max_num_batched_tokens=64, enable_prefix_caching=caching
+    )
+    a, b = make_request("a", 10, 12), make_request("b", 10, 12)
+    t = run(p, [a, b])
+    resumed = next(plan for plan in t.plans if plan.resumed_req_ids == ["b"])
+    assert resumed.context_lens == {"b": hit} and resumed.num_scheduled_tokens == {"b": 17 - hit}
+    assert (b.num_preemptions, b.num_recomputed_tokens, a.num_recomputed_tokens) == (1, recomputed, 0)
+    assert not p.recompute_frontier
