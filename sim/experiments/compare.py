@@ -33,6 +33,7 @@ COMPARE_METRICS: tuple[str, ...] = (
     "hol_blocked_fraction",
     "num_preemptions",
     "preemption_rate",
+    "preemptions_per_1k_steps",
     "num_pauses",
     "pause_rate",
     "pauses_per_1k_steps",
@@ -59,11 +60,10 @@ def _quantile_ms(values: pd.Series, q: float) -> float:
 
 
 def derived_metrics(summary: dict[str, Any], requests: pd.DataFrame) -> dict[str, Any]:
-    """Summary scalars plus the per-request figures the compare table adds (HOL tail, pause rate)."""
+    """Summary scalars plus the per-request figures the compare table adds (HOL tail and share,
+    goodput share)."""
     out: dict[str, Any] = {k: v for k, v in summary.items() if isinstance(v, (int, float, bool)) or v is None}
     n = max(int(summary.get("num_requests", len(requests)) or 0), 1)
-    if "num_pauses" in out and "pause_rate" not in out:
-        out["pause_rate"] = out["num_pauses"] / n
     if "hol_blocking_time" in requests:
         hol = requests["hol_blocking_time"]
         out["p99_hol_blocking_ms"] = _quantile_ms(hol, 0.99)

@@ -222,7 +222,10 @@ def _counters(requests: pd.DataFrame, steps: pd.DataFrame, duration: float, out:
     """Preemptions, pauses, recompute, KV usage and step counts."""
     out["num_preemptions"] = int(requests["num_preemptions"].sum())
     out["num_pauses"] = int(requests["num_pauses"].sum())
+    # preemptions and pauses in the same three units, so that engines compare side by side:
+    # per second of the run, per 1,000 busy steps, per request
     out["preemption_rate"] = out["num_preemptions"] / duration
+    out["pause_rate"] = out["num_pauses"] / duration
     out["recomputed_tokens"] = int(requests["num_recomputed_tokens"].sum())
     out["truncated_tokens"] = int(requests["num_truncated_tokens"].sum())
     tokens = steps["num_prefill_tokens"].to_numpy(np.int64) + steps["num_decode_tokens"].to_numpy(np.int64)
@@ -235,8 +238,10 @@ def _counters(requests: pd.DataFrame, steps: pd.DataFrame, duration: float, out:
     out["num_empty_steps"] = int(len(steps) - n_busy)
     computed = int(tokens.sum())
     out["recomputed_share"] = out["recomputed_tokens"] / computed if computed else 0.0
-    out["pauses_per_1k_steps"] = 1000.0 * out["num_pauses"] / n_busy if n_busy else 0.0
-    out["pauses_per_request"] = out["num_pauses"] / len(requests) if len(requests) else 0.0
+    for kind in ("preemptions", "pauses"):
+        count = out[f"num_{kind}"]
+        out[f"{kind}_per_1k_steps"] = 1000.0 * count / n_busy if n_busy else 0.0
+        out[f"{kind}_per_request"] = count / len(requests) if len(requests) else 0.0
     admitted = requests["num_cached_tokens"].notna() & requests["first_scheduled_time"].notna()
     prompt = int(requests.loc[admitted, "prompt_tokens"].sum())
     out["prefix_cache_hit_rate"] = (

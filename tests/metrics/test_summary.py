@@ -33,6 +33,22 @@ def test_rates_follow_the_tables_under_kv_pressure():
     assert s["num_prefix_skips"] == 0  # skipping is off by default
 
 
+@pytest.mark.parametrize("policy,kind", [("vllm", "preemptions"), ("trtllm:max-utilization", "pauses")])
+def test_preemptions_and_pauses_have_rates_in_the_same_units(policy: str, kind: str) -> None:
+    """A vLLM preemption and a TensorRT-LLM pause are each counted per second, per 1,000 busy
+    steps and per request, so a compare table puts like next to like."""
+    res = simulate(
+        RunConfig(policy=policy, max_requests=120, rate=20.0, num_gpu_blocks=300, max_model_len=4096)
+    )
+    s = res.summary
+    count = s[f"num_{kind}"]
+    assert count > 0
+    rate = s["preemption_rate" if kind == "preemptions" else "pause_rate"]
+    assert rate == count / s["duration_s"]
+    assert s[f"{kind}_per_1k_steps"] == 1000 * count / s["num_steps"]
+    assert s[f"{kind}_per_request"] == count / s["num_requests"]
+
+
 def test_prefix_cache_hit_rate_counts_shared_prompts():
     res = simulate(RunConfig(policy="vllm", trace="mooncake-synthetic", max_requests=200))
     req = res.requests
