@@ -74,6 +74,7 @@ cols = [
     "num_preemptions",
     "num_pauses",
     "preemption_rate",
+    "pause_rate",
     "recomputed_tokens",
     "recomputed_per_request",
     "truncated_tokens",
