@@ -23,6 +23,7 @@ from ..config import SchedulerConfig
 from ..interface import RequestRejected
 from ..kv_cache import KVCacheManager, cdiv
 from ..plan import RequestOutput, StepPlan, StepResult
+from ..recompute import count_recompute, mark_frontier
 from ..request import Request, RequestStatus
 
 
@@ -194,23 +195,12 @@ class BasePolicy:
         for rid, n in plan.num_scheduled_tokens.items():
             req = self.requests[rid]
             if frontier:
-                self._count_recompute(req, n)
+                count_recompute(frontier, req, n, req.num_computed_tokens)
             req.num_computed_tokens += n
             req.num_in_flight_tokens += n
             req.is_prefill_chunk = req.num_computed_tokens < req.num_tokens + req.num_output_placeholders
             if asynchronous and not req.is_prefill_chunk:
                 req.num_output_placeholders += 1
-
-    def _count_recompute(self, req: Request, num_new: int) -> None:
-        """Tokens scheduled below the request's pre-preemption frontier are computed a second time
-        (prefix hits excluded, as vLLM counts them)."""
-        rid = req.request_id
-        frontier = self.recompute_frontier.get(rid)
-        if frontier is not None:
-            context = req.num_computed_tokens
-            req.num_recomputed_tokens += max(0, min(context + num_new, frontier) - context)
-            if context + num_new >= frontier:
-                del self.recompute_frontier[rid]
 
     def allocate(
         self,
@@ -248,8 +238,7 @@ class BasePolicy:
         """Recompute-preemption: free KV, rewind, mark in-flight output stale (caller requeues)."""
         self._on_leave(req)
         req.status = RequestStatus.PREEMPTED
-        rid = req.request_id
-        self.recompute_frontier[rid] = max(req.num_computed_tokens, self.recompute_frontier.get(rid, 0))
+        mark_frontier(self.recompute_frontier, req.request_id, req.num_computed_tokens)
         req.num_computed_tokens = 0
         req.num_stale_output_tokens = req.num_in_flight_tokens
         req.num_output_placeholders = 0

@@ -24,6 +24,7 @@ from dataclasses import replace
 
 from ..kv_cache import KVCacheManager
 from ..plan import GrammarOutput, RequestOutput, StepPlan, StepResult
+from ..recompute import count_recompute, mark_frontier
 from ..request import Request, RequestStatus
 from .config import VllmConfig
 from .fastforward import VllmFastForward
@@ -194,7 +195,7 @@ class Scheduler:
             token_budget -= num_new
             input_budget -= num_new + draft_slots
             if self.recompute_frontier:
-                self._count_recompute(request, num_new, computed)
+                count_recompute(self.recompute_frontier, request, num_new, computed)
             req_index += 1
             if request.spec_token_ids:
                 n_spec = num_new + computed - num_tokens - placeholders
@@ -242,9 +243,7 @@ class Scheduler:
     def _preempt_request(self, request: Request) -> None:
         """Recompute preemption: drop KV, mark in-flight output stale, back to the front of waiting."""
         assert request.status == RequestStatus.RUNNING, "only running requests can be preempted"
-        self.recompute_frontier[request.request_id] = max(
-            request.num_computed_tokens, self.recompute_frontier.get(request.request_id, 0)
-        )
+        mark_frontier(self.recompute_frontier, request.request_id, request.num_computed_tokens)
         self._free_request_blocks(request)
         if self.connector is not None:
             self._inflight_prefills.discard(request)
@@ -426,16 +425,7 @@ class Scheduler:
         st.token_budget -= num_new
         st.input_budget -= num_new + self.draft_slots
         if self.recompute_frontier:
-            self._count_recompute(request, num_new, context)
-
-    def _count_recompute(self, request: Request, num_new: int, context: int) -> None:
-        """Tokens scheduled below the pre-preemption frontier are computed a second time."""
-        rid = request.request_id
-        frontier = self.recompute_frontier.get(rid)
-        if frontier is not None:
-            request.num_recomputed_tokens += max(0, min(context + num_new, frontier) - context)
-            if context + num_new >= frontier:
-                del self.recompute_frontier[rid]
+            count_recompute(self.recompute_frontier, request, num_new, context)
 
     def _make_plan(self, st: _StepState) -> StepPlan:
         """Fill the StepPlan, advance the fence and the optimistic counters."""
@@ -641,9 +631,8 @@ class Scheduler:
         if stale or request.status != RequestStatus.RUNNING:
             return
         rid = request.request_id
-        self.recompute_frontier[rid] = max(
-            request.num_computed_tokens - request.num_in_flight_tokens, self.recompute_frontier.get(rid, 0)
-        )
+        done = request.num_computed_tokens - request.num_in_flight_tokens  # its tokens before the failed step
+        mark_frontier(self.recompute_frontier, rid, done)
         request.num_computed_tokens = 0
         request.num_stale_output_tokens = request.num_in_flight_tokens
         request.num_output_placeholders = 0

@@ -28,6 +28,7 @@ from types import ModuleType
 # The hot path: data structures and loops that run per step, per request or per KV block.
 COMPILED_MODULES = (
     "schedsim.policies.request",
+    "schedsim.policies.recompute",
     "schedsim.policies.plan",
     "schedsim.policies.kv_cache.block_pool",
     "schedsim.policies.kv_cache.hashing",

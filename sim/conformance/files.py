@@ -34,10 +34,14 @@ class Outcome:
 Replay = Callable[[Any], Outcome]
 
 
+def is_int(x: Any) -> bool:
+    """An int that is not a bool (JSON true is not a count)."""
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
 def int_field(value: Any, where: str, low: int, high: int | None = None) -> int:
-    """An int in [low, high] (JSON true is not a count), or a ScenarioError naming the field."""
-    bad_type = isinstance(value, bool) or not isinstance(value, int)
-    if bad_type or value < low or (high is not None and value > high):
+    """An int in [low, high], or a ScenarioError naming the field."""
+    if not is_int(value) or value < low or (high is not None and value > high):
         bound = f">= {low}" if high is None else f"in [{low}, {high}]"
         raise ScenarioError(f"{where} must be an int {bound}, got {value!r}")
     return value
@@ -56,11 +60,7 @@ def request_id(entry: Any, where: str, ids: set[str]) -> str:
 
 def token_ids(value: Any, where: str, high: int) -> list[int]:
     """A non-empty list of token ids in [0, high)."""
-    if (
-        not isinstance(value, list)
-        or not value
-        or not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < high for t in value)
-    ):
+    if not isinstance(value, list) or not value or not all(is_int(t) and 0 <= t < high for t in value):
         raise ScenarioError(f"{where} must be a non-empty list of ints in [0, {high})")
     return value
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from schedsim.conformance.files import ScenarioError
+from schedsim.conformance.files import ScenarioError, is_int
 
 EOS_ID = 2
 VOCAB_SIZE = 50272
@@ -25,11 +25,6 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     "spec_method": "draft_model",
 }
 CONFIG_KEYS = tuple(CONFIG_DEFAULTS)
-
-
-def is_int(x: Any) -> bool:
-    """An int that is not a bool (JSON true is not a count)."""
-    return isinstance(x, int) and not isinstance(x, bool)
 
 
 def _int_list(x: Any) -> bool:

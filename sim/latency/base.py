@@ -14,6 +14,11 @@ def prefill_tokens(prefills: list[tuple[int, int]]) -> int:
     return sum(map(_first, prefills)) if prefills else 0
 
 
+def context_sum(decodes: list[tuple[int, int]]) -> int:
+    """The decodes' context lengths, summed (C-level, as `prefill_tokens`)."""
+    return sum(map(_first, decodes)) if decodes else 0
+
+
 @dataclass(slots=True)
 class StepShape:
     """What one GPU step computes: prefill chunks and decodes, each with its context length."""
@@ -32,7 +37,7 @@ class StepShape:
     @property
     def decode_context(self) -> int:
         """The decodes' context lengths, summed."""
-        return sum(map(_first, self.decodes)) if self.decodes else 0
+        return context_sum(self.decodes)
 
     @property
     def num_sampled(self) -> int:

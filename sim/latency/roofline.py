@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from .base import StepShape, prefill_tokens
+from .base import StepShape, context_sum, prefill_tokens
 from .specs import GpuSpec, ModelSpec
 
 # Operators of one transformer layer that depend only on the step's token count (Vidur's names).
@@ -221,7 +221,7 @@ class RooflineModel:
     def decode_attention_work(self, decodes: list[tuple[int, int]], drafts: int) -> tuple[float, float]:
         """(FLOPs, bytes) of decode / draft-verification attention: each query reads its KV."""
         nd = len(decodes)
-        ctx_sum = sum(ctx for ctx, _ in decodes)
+        ctx_sum = context_sum(decodes)
         if drafts == 0:
             pairs, keys, queries = ctx_sum + nd, ctx_sum + nd, nd
         else:
