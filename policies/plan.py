@@ -7,6 +7,8 @@ and these are built once per step (RequestOutput once per request per step).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from mypy_extensions import mypyc_attr
 
 from .request import RequestStatus
@@ -46,8 +48,10 @@ class StepPlan:
         self.spec_decode_tokens: dict[str, list[int]] = (
             {} if spec_decode_tokens is None else spec_decode_tokens
         )
-        # block table of each scheduled request; owned by the KV manager: copy it to keep it.
-        self.block_ids: dict[str, list[int]] = {} if block_ids is None else block_ids
+        # the block tables: given, or read through `block_table` (the KV manager's lookup) when
+        # first asked for (`block_ids`); a simulated step never reads them
+        self._block_ids = block_ids
+        self.block_table: Callable[[str], list[int]] | None = None
         # (source, destination) block ids whose KV the device copies before this step's forward pass
         # (TensorRT-LLM's partial-block reuse copies the matched tokens into a fresh block).
         self.kv_block_copies: list[tuple[int, int]] = [] if kv_block_copies is None else kv_block_copies
@@ -67,6 +71,18 @@ class StepPlan:
 
     def __repr__(self) -> str:
         return f"StepPlan(step_id={self.step_id}, num_scheduled_tokens={self.num_scheduled_tokens})"
+
+    @property
+    def block_ids(self) -> dict[str, list[int]]:
+        """Block table of each scheduled request, built on first read so that a simulated step
+        (which reads none) pays nothing for them; the lists are the KV manager's own (copy one to
+        keep it), so read them before the step's update frees a finished request's."""
+        ids = self._block_ids
+        if ids is None:
+            table = self.block_table
+            ids = {} if table is None else {rid: table(rid) for rid in self.num_scheduled_tokens}
+            self._block_ids = ids
+        return ids
 
     @classmethod
     def make_empty(cls) -> StepPlan:

@@ -153,8 +153,7 @@ class BasePolicy:
         self.step_id += 1
         self.schedule_into(plan)
         plan.total_num_scheduled_tokens = sum(plan.num_scheduled_tokens.values())
-        for rid in plan.num_scheduled_tokens:
-            plan.block_ids[rid] = self.kv.get_block_ids(rid)
+        plan.block_table = self.kv.get_block_ids
         plan.finished_req_ids = self.finished_req_ids
         plan.preempted_req_ids = self.preempted_req_ids
         self.finished_req_ids = []

@@ -235,11 +235,11 @@ class SGLangFastForward(BaselineFastForward):
             rid = r.request_id
             plan.num_scheduled_tokens[rid] = 1
             plan.context_lens[rid] = r.num_computed_tokens - 1
-            plan.block_ids[rid] = self.kv.get_block_ids(rid)
             plan.req_pool_indices[rid] = slots[rid]
             if self.lag:
                 plan.future_token_slots[rid] = slots[rid]  # its input token is still in flight
         plan.total_num_scheduled_tokens = len(reqs)
+        plan.block_table = self.kv.get_block_ids
         plan.finished_req_ids = []
         plan.preempted_req_ids = []
         return plan

@@ -249,6 +249,7 @@ class TrtllmPolicy:
         """Activate, schedule (capacity -> micro-batch), pause, prepare resources -> StepPlan."""
         step = self.iter_counter
         plan = StepPlan(step_id=step)
+        plan.block_table = self.kv.get_block_ids
         plan.finished_req_ids, self.finished_req_ids = self.finished_req_ids, []
         tc = self.transceiver
         if tc.to_send:
@@ -302,7 +303,6 @@ class TrtllmPolicy:
         plan.num_scheduled_tokens[rid] = base + drafts
         plan.total_num_scheduled_tokens += base + drafts
         plan.context_lens[rid] = request.num_computed_tokens
-        plan.block_ids[rid] = self.kv.get_block_ids(rid)
         if drafts:
             plan.spec_decode_tokens[rid] = list(req.draft_tokens)
         if not req.has_run:  # new or resumed: WAITING or PREEMPTED until its first step

@@ -163,24 +163,22 @@ class VllmFastForward(FastForwardBase):
 
     def in_flight_plan(self, reqs: list[Request]) -> StepPlan:
         """The plan the last schedule() of a stretch made (it stays in flight after the jump)."""
-        tables = self.kv.req_to_blocks
         scheduled: dict[str, int] = {}
         context: dict[str, int] = {}
-        blocks: dict[str, list[int]] = {}
         for r in reqs:
             rid = r.request_id
             scheduled[rid] = 1
             context[rid] = r.num_computed_tokens - 1
-            blocks[rid] = tables[rid]
-        return StepPlan(
+        plan = StepPlan(
             step_id=self.sched.current_step - 1,
             num_scheduled_tokens=scheduled,
             total_num_scheduled_tokens=len(reqs),
             context_lens=context,
             spec_decode_tokens={},
-            block_ids=blocks,
             new_req_ids=[],
             resumed_req_ids=[],
             preempted_req_ids=[],
             finished_req_ids=[],
         )
+        plan.block_table = self.kv.get_block_ids
+        return plan

@@ -431,19 +431,18 @@ class Scheduler:
         """Fill the StepPlan, advance the fence and the optimistic counters."""
         assert st.token_budget >= 0
         total = self.config.max_num_batched_tokens - st.token_budget  # what the scheduled charged
-        tables = self.kv.req_to_blocks
         plan = StepPlan(
             step_id=self.current_step - 1,
             num_scheduled_tokens=st.num_scheduled,
             total_num_scheduled_tokens=total,
             context_lens=st.context,
             spec_decode_tokens=st.spec,
-            block_ids={rid: tables[rid] for rid in st.num_scheduled},
             new_req_ids=[r.request_id for r in st.new],
             resumed_req_ids=[r.request_id for r in st.resumed],
             preempted_req_ids=self.preempted_req_ids,
             finished_req_ids=self.finished_req_ids,
         )
+        plan.block_table = self.kv.get_block_ids
         if self.connector is not None:
             plan.kv_reqs_to_recv, plan.kv_reqs_to_send = self.connector.build_connector_meta()
         if self.config.defer_block_free and total > 0:
