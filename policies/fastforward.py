@@ -369,3 +369,26 @@ class FastForwardBase:
                 usage = 1.0 - free / usable
             out.append(usage)
         return out
+
+
+def allocations_before(firsts: list[int], t: int, every: int) -> int:
+    """Allocations in the steps before t when request j allocates one block every `every` steps
+    from step firsts[j] on (a decode crossing its block boundaries)."""
+    total = 0
+    for f in firsts:
+        if f < t:
+            total += (t - f + every - 1) // every
+    return total
+
+
+def first_step_past(firsts: list[int], t: int, every: int, room: int) -> int:
+    """The first step (< t) whose allocation, counted from step 0, is more than `room`; the caller
+    has seen that the steps before t make more. A bisection: the count only grows with the step."""
+    lo, hi = 0, t - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if allocations_before(firsts, mid + 1, every) > room:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo

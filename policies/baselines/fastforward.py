@@ -3,13 +3,14 @@
 Their decode path is the shared BasePolicy's: every running request gets one token through
 `KVCacheManager.allocate_slots` (reserved-to-completion requests find their blocks already there),
 `_append_tokens` publishes the blocks its update completes (the ones the schedule published), and
-the length stop comes before EOS with the policy's own output cap (`max_new_tokens`). The steady
-state: one batch in flight, no admission, nothing preempted, every running request a plain
-decode. Requests may wait where no schedule of the stretch admits one (`OrcaFastForward`,
-`SarathiFastForward`: every seat taken, or the queue's head short of blocks as the policy asks
-for them); `static` jumps only while nothing waits for its next batch. The replay itself is shared
-(`schedsim.policies.fastforward`). Each policy declares the capability itself (`fast_forward()`):
-a policy derived from BasePolicy may schedule a steady batch differently, so it is never implied.
+the stop check ends a request at EOS, a stop id or the policy's own output cap (`max_new_tokens`),
+which a stretch stops before. The steady state: one batch in flight, no admission, nothing
+preempted, every running request a plain decode. Requests may wait where no schedule of the stretch
+admits one (`OrcaFastForward`, `SarathiFastForward`: every seat taken, or the queue's head short of
+blocks as the policy asks for them); `static` jumps only while nothing waits for its next batch. The
+replay itself is shared (`schedsim.policies.fastforward`). Each policy declares the capability
+itself (`fast_forward()`): a policy derived from BasePolicy may schedule a steady batch differently,
+so it is never implied.
 """
 
 from __future__ import annotations
@@ -18,11 +19,17 @@ from mypy_extensions import mypyc_attr
 
 from ..fastforward import FastForwardBase, HeadDemand
 from ..request import Request, RequestStatus
+from .base import BasePolicy
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # compiled (schedsim.accel); SGLang's companion extends it
 class BaselineFastForward(FastForwardBase):
     """The baselines' steady state, KV call and counters (one batch in flight only)."""
+
+    def __init__(self, policy: BasePolicy) -> None:
+        super().__init__(policy)
+        # typed (`policy` is Any in the shared base): compiled, a per-request call is then native
+        self.base_policy = policy
 
     def steady_running(self, depth: int) -> list[Request] | None:
         """Running requests if the next iterations are plain one-token decodes of each."""
@@ -62,8 +69,7 @@ class BaselineFastForward(FastForwardBase):
 
     def _max_new(self, r: Request) -> int:
         """The stop check's output cap (clipped to the pool for reserve-to-completion policies)."""
-        cap: int = self.policy.max_new_tokens(r)
-        return cap
+        return self.base_policy.max_new_tokens(r)
 
     def _sched_kv(self, r: Request, total: int, known: int, out0: int, i: int, toks: list[int]) -> bool:
         """BasePolicy.allocate(r, 1): allocate_slots for one token (no-op between candidates)."""

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..baselines.fastforward import BaselineFastForward
+from ..fastforward import allocations_before, first_step_past
 from ..plan import RequestOutput
 from ..request import Request, RequestStatus
 from .adder import AddReqResult, PrefillAdder
@@ -131,19 +132,17 @@ class SGLangFastForward(BaselineFastForward):
         for j in range(len(reqs)):
             r = reqs[j]
             out = len(r.output_token_ids)
-            k = min(k, caps[j] - out, max_model_len - r.prompt_len - out - 1)  # a cap: the last update
+            # a cap: the last update (two-argument min: compiled, a third makes it a generic call)
+            k = min(min(k, caps[j] - out), max_model_len - r.prompt_len - out - 1)
         if k <= 0:
             return 0
         kv = self.kv
         bs, tables = kv.block_size, kv.req_to_blocks
-        offsets: list[int] = []
-        for r in reqs:
-            first = len(tables[r.request_id]) * bs - r.num_computed_tokens
-            offsets.extend(range(max(first, 0), k, bs))
+        # request j takes a page every bs steps from firsts[j] (its current page full then)
+        firsts = [max(len(tables[r.request_id]) * bs - r.num_computed_tokens, 0) for r in reqs]
         room = kv.num_free_blocks + self.policy.tree_cache.evictable_units
-        if len(offsets) > room:
-            offsets.sort()
-            k = min(k, offsets[room])
+        if allocations_before(firsts, k, bs) > room:
+            k = first_step_past(firsts, k, bs, room)
         return k
 
     def _replay_kv(
@@ -217,7 +216,7 @@ class SGLangFastForward(BaselineFastForward):
         """The stretch's last update (its tokens appended by advance): the requests whose last
         token stops them (an EOS: the horizon keeps length caps out) stop in batch order, as
         `update_from_output` stops them (the tree takes each one's tokens as it leaves)."""
-        p = self.policy
+        p = self.base_policy
         outputs: list[RequestOutput] = []
         for r in list(reqs):  # (the running list itself, which each stop shrinks)
             tok = r.output_token_ids[-1]

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from itertools import islice
 from typing import TYPE_CHECKING
 
+from ..fastforward import allocations_before, first_step_past
 from ..plan import RequestOutput, StepPlan
 from ..request import Request, RequestStatus
 from .capacity import CapacitySchedulerPolicy
@@ -244,31 +245,26 @@ class TrtllmFastForward:
             req = requests[r.request_id]
             out = len(r.output_token_ids)
             cap = req.max_new_tokens + req.prompt_len - r.prompt_len  # outputs at which it finishes
-            k = min(k, cap - out, max_model_len - r.prompt_len - out)  # (the last update may stop it)
+            # (the last update may stop it; two-argument min: compiled, a third is a generic call)
+            k = min(min(k, cap - out), max_model_len - r.prompt_len - out)
         if k <= 0:
             return 0
         kv = self.kv
         if kv.growable:
             return k  # max-requests: blocks never run short
-        offsets = self._allocation_offsets(reqs, k + 1)
+        # request j's addToken crosses a block boundary (takes a block) every bs iterations from firsts[j]
+        bs = kv.tokens_per_block
+        firsts = [(-r.num_computed_tokens) % bs for r in reqs]
         free = kv.num_free_blocks
         two_step = (
             self.policy.capacity_policy is CapacitySchedulerPolicy.MAX_UTILIZATION
             and self.config.two_step_lookahead
         )
-        if len(offsets) > free:
-            first_short = offsets[free]  # the iteration of the first allocation the pool cannot give
+        if allocations_before(firsts, k + 1, bs) > free:
+            # the iteration of the first allocation the pool cannot give
+            first_short = first_step_past(firsts, k + 1, bs, free)
             k = min(k, max(first_short - 1, 0) if two_step else first_short)
         return k
-
-    def _allocation_offsets(self, reqs: list[Request], k: int) -> list[int]:
-        """Sorted iterations i < k whose addToken crosses a block boundary (one block each)."""
-        bs = self.kv.tokens_per_block
-        offsets: list[int] = []
-        for r in reqs:
-            offsets.extend(range((-r.num_computed_tokens) % bs, k, bs))
-        offsets.sort()
-        return offsets
 
     # ---- the advance ----
     def advance(
