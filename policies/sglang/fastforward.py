@@ -163,7 +163,10 @@ class SGLangFastForward(BaselineFastForward):
         for idx in range(n):
             first = len(kv.req_to_blocks[reqs[idx].request_id]) * bs - cs[idx]
             stop = k - 1 if id(reqs[idx]) in left_out else k
-            events.extend((i, idx) for i in range(max(first, 0), stop, bs))
+            i = max(first, 0)
+            while i < stop:  # (compiled: a range with a variable step is a generic object)
+                events.append((i, idx))
+                i += bs
         events.sort()
         usable = kv.pool.num_usable_blocks
         room0 = kv.num_free_blocks + tree.evictable_units

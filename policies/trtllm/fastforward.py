@@ -279,8 +279,11 @@ class TrtllmFastForward:
         bs = kv.tokens_per_block
         events: list[tuple[int, int]] = []
         starts = [r.num_computed_tokens for r in reqs]
-        for j, c in enumerate(starts):
-            events.extend((i, j) for i in range((-c) % bs, k, bs))
+        for j in range(len(starts)):
+            i = (-starts[j]) % bs
+            while i < k:  # (compiled: a range with a variable step is a generic object)
+                events.append((i, j))
+                i += bs
         events.sort()
         usage: list[float] = []
         e = 0

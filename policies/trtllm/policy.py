@@ -323,6 +323,7 @@ class TrtllmPolicy:
         rewinds: list[tuple[LlmRequest, int]] = []
         failed_kv_load_ids = result.failed_kv_load_ids
         draft_token_ids = result.draft_token_ids
+        max_model_len = self.config.max_model_len
         for rid in plan.num_scheduled_tokens:
             req = self.requests.get(rid)
             scheduled = self.inflight.pop(rid, None)
@@ -355,7 +356,7 @@ class TrtllmPolicy:
                 req.request.num_computed_tokens += accepted
             if accepted + 1 < len(sampled):
                 sampled = sampled[: accepted + 1]  # the rejected drafts' tokens are not kept
-            new_tokens, finish = append_tokens(req, sampled, self.config.max_model_len)
+            new_tokens, finish = append_tokens(req, sampled, max_model_len)
             if finish is None and req.is_context_only_request:
                 finish = RequestStatus.FINISHED_LENGTH_CAPPED  # the context phase is all it runs
             if req.draft_tokens:  # most steps carry no drafts: keep the empty lists
