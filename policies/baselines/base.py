@@ -57,8 +57,6 @@ class BasePolicy:
                 f"{self.scheduling_policies}, got {config.scheduling_policy!r}"
             )
         self.config = config
-        # read at every sampled token (check_stop): a compiled field, where the config's is a lookup
-        self.max_model_len: int = config.max_model_len
         self.kv = KVCacheManager(
             config.num_gpu_blocks,
             config.block_size,
@@ -373,7 +371,7 @@ class BasePolicy:
         if tok in req.stop_token_ids and self.stop_ids_apply(req):
             req.stop_reason = tok
             return RequestStatus.FINISHED_STOPPED
-        if req.num_output_tokens >= self.max_new_tokens(req) or req.num_tokens >= self.max_model_len:
+        if req.num_output_tokens >= self.max_new_tokens(req) or req.num_tokens >= self.kv.max_model_len:
             return RequestStatus.FINISHED_LENGTH_CAPPED
         return None
 
