@@ -49,6 +49,13 @@ MATRIX: dict[str, dict[str, Any]] = {
     "sync-engine-async-policy": {"engine": "sync", "max_requests": 300},
     "trtllm-max-utilization": {"policy": "trtllm:max-utilization", "max_requests": 300, **KV_STARVED},
     "trtllm-guaranteed-no-evict": {"policy": "trtllm:guaranteed-no-evict", "max_requests": 300, **KV_STARVED},
+    "trtllm-max-utilization-mooncake": {  # trace-hashed prompt blocks: shared prefixes, partial reuse
+        "policy": "trtllm:max-utilization",
+        "trace": "mooncake-synthetic",
+        "max_requests": 200,
+        "num_gpu_blocks": 900,
+        "max_model_len": 8192,
+    },
     "trtllm-max-requests": {"policy": "trtllm:max-requests", "max_requests": 300},
     "trtllm-static-batch": {"policy": "trtllm:static-batch", "max_requests": 150},
     "sglang-overlap": {"policy": "sglang-overlap", "max_requests": 400, **KV_STARVED},

@@ -5,12 +5,12 @@ request with token ids has them; a simulated request known only by its prompt le
 trace-given hashes of its full prompt blocks, gets stand-in token identities: every token of a
 block whose hash the trace gives is (that hash, offset in the block), so equal hashes give equal
 keys; every other prompt token is (request, position), unique to the request. Outputs are the
-sampled token ids. Stand-ins are large integers far from any vocabulary, laid out so that the
-tokens of one block are consecutive (a key is one `range`): equal content gives equal keys and
-the common prefix of two keys is exactly what the tokens they stand for share. A key of stand-ins
-only is kept as that `range` (hashed and compared without building its tokens: the radix tree
-looks keys up every step); a key holding a known token id is a tuple. The two never hold the
-same tokens (stand-ins lie above every id), so a range and a tuple are rightly never equal.
+sampled token ids. Stand-ins are integers above every vocabulary, laid out so that the tokens of
+one block are consecutive: a full block of stand-ins is keyed by its first stand-in alone (an
+`int`, which the radix tree looks up every step: hashed and compared as one machine-sized
+integer), a partial one by the `range` of its stand-ins, and a block holding a known token id by
+the tuple of its tokens. Equal content gives equal keys, the three forms never hold the same tokens
+(lengths differ, stand-ins lie above every id), and `key_tokens` gives any key's tokens back.
 
 The full-block keys of a request are computed once and kept until the request finishes; a pause
 that truncates the request's tokens drops the keys past the cut.
@@ -24,10 +24,29 @@ from typing import Final
 
 from ..request import Request
 
-BlockKey = Sequence[int]  # a block's tokens: a range of stand-ins, or a tuple of ids
+BlockKey = int | Sequence[int]  # a full block's first stand-in, a range of stand-ins, or a tuple of ids
 
-STAND_IN_BASE: Final = 1 << 62  # above every vocabulary and every synthetic output id
+# above every vocabulary and every synthetic output id; base + mask + a prompt's length stays
+# below 2**62, a machine-sized integer in the compiled core
+STAND_IN_BASE: Final = 1 << 61
 _MASK: Final = (1 << 60) - 1
+
+
+def key_tokens(key: BlockKey, tokens_per_block: int) -> Sequence[int]:
+    """The tokens a key stands for (a full block of stand-ins is keyed by its first)."""
+    if isinstance(key, int):
+        return range(key, key + tokens_per_block)
+    return key
+
+
+def key_len(key: BlockKey, tokens_per_block: int) -> int:
+    """Number of tokens a key stands for."""
+    return tokens_per_block if isinstance(key, int) else len(key)
+
+
+def first_token(key: BlockKey) -> int:
+    """A non-empty key's first token."""
+    return key if isinstance(key, int) else key[0]
 
 
 def _mix(value: int) -> int:
@@ -56,14 +75,16 @@ class BlockKeys:
         self._bases: dict[str, int] = {}
 
     def tokens(self, request: Request, start: int, end: int) -> BlockKey:
-        """The (stand-in) ids of the request's known tokens at positions [start, end)."""
+        """The key of the request's known tokens at positions [start, end) (a span of several
+        blocks: their tokens as a tuple)."""
         prompt_len = request.prompt_len
         if end <= prompt_len:
             return self._prompt_tokens(request, start, end)
         outs = request.output_token_ids
         if start >= prompt_len:
             return tuple(outs[start - prompt_len : end - prompt_len])
-        return tuple(self._prompt_tokens(request, start, prompt_len)) + tuple(outs[: end - prompt_len])
+        head = key_tokens(self._prompt_tokens(request, start, prompt_len), self.tokens_per_block)
+        return tuple(head) + tuple(outs[: end - prompt_len])
 
     def _prompt_tokens(self, request: Request, start: int, end: int) -> BlockKey:
         """Prompt positions [start, end), which lie inside one block or span whole blocks."""
@@ -72,8 +93,10 @@ class BlockKeys:
             return tuple(ids[start:end])
         bs = self.tokens_per_block
         first, last = start // bs, (end - 1) // bs
-        if first == last:  # inside one block: one range (every full-block key)
+        if first == last:  # inside one block: its first stand-in for a whole block, else a range
             base = self._block_base(request, first)
+            if end - start == bs:
+                return base + start
             return range(base + start, base + end)
         out: list[int] = []
         for idx in range(first, last + 1):
@@ -111,7 +134,7 @@ class BlockKeys:
         return keys if len(keys) == n else keys[:n]
 
     def _stand_in_keys(self, request: Request, keys: list[BlockKey], stop: int) -> None:
-        """Extend `keys` to the first `stop` full prompt blocks of stand-ins, the ranges that
+        """Extend `keys` to the first `stop` full prompt blocks of stand-ins, the keys that
         `tokens` builds one call chain per block (a prompt's keys are made at its admission)."""
         bs = self.tokens_per_block
         given = request.prompt_block_hashes
@@ -121,7 +144,7 @@ class BlockKeys:
                 first = STAND_IN_BASE + _mix(given[idx])
             else:
                 first = self._request_base(request.request_id) + idx * bs
-            keys.append(range(first, first + bs))
+            keys.append(first)
 
     def keys(self, request: Request, num_tokens: int) -> list[BlockKey]:
         """chopVectorIntoBlocks with partial blocks allowed: full keys, then the partial tail."""

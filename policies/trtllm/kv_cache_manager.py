@@ -116,7 +116,7 @@ class KVCacheManager:
         self.free_queue: OrderedDict[int, None] = OrderedDict(
             (i, None) for i in range(FIRST_BLOCK_ID, num_blocks + FIRST_BLOCK_ID)
         )
-        self.tree = RadixTree()
+        self.tree = RadixTree(tokens_per_block)
         self.sequences: dict[str, GenerationRequest] = {}
         # (source, destination) block ids whose KV a partial reuse copies; the policy drains it
         self.pending_copies: list[tuple[int, int]] = []
@@ -285,7 +285,7 @@ class KVCacheManager:
         seq = self.sequences.get(request_id)
         if seq is None or not self.enable_block_reuse:
             return 0  # "Can not find sequence": the request already released its blocks
-        return self.tree.store_blocks(keys, seq.blocks, self.tokens_per_block)
+        return self.tree.store_blocks(keys, seq.blocks)
 
     def remove_sequence(self, request_id: str, keys: list[BlockKey] | None) -> None:
         """releaseBlocks: store the blocks under `keys` (if given), then release them last first."""
@@ -294,7 +294,7 @@ class KVCacheManager:
             return
         blocks = seq.blocks
         if keys is not None and self.enable_block_reuse:
-            self.tree.store_blocks(keys, blocks, self.tokens_per_block)
+            self.tree.store_blocks(keys, blocks)
         for block in reversed(blocks):
             if block.ref_count > 0:
                 block.ref_count -= 1

@@ -4,12 +4,14 @@ A node is one block key under its parent (the blocks before it); it holds at mos
 key stored twice at the same position keeps the first copy only. Matching walks exact keys from
 the root; with partial reuse a key that is not stored exactly may match the child sharing the
 longest common prefix with it. Evicting a block takes it and its whole subtree out of the tree
-(`freeBlockAndAllDescendants`): a block is reusable only with all the blocks before it.
+(`freeBlockAndAllDescendants`): a block is reusable only with all the blocks before it. Keys are
+`BlockKey`s: a full block of stand-ins is keyed by its first stand-in, which `key_tokens` expands
+where tokens are compared one by one.
 """
 
 from __future__ import annotations
 
-from .block_keys import BlockKey
+from .block_keys import BlockKey, first_token, key_len, key_tokens
 
 
 class KVCacheBlock:
@@ -63,7 +65,7 @@ class LookupNode:
         self.children[key] = child
         index = self.by_first_token
         if index is not None:
-            index.setdefault(key[0], []).append(child)
+            index.setdefault(first_token(key), []).append(child)
         return child
 
     def remove_child(self, key: BlockKey) -> None:
@@ -71,10 +73,11 @@ class LookupNode:
         child = self.children.pop(key)
         index = self.by_first_token
         if index is not None:
-            siblings = index[key[0]]
+            first = first_token(key)
+            siblings = index[first]
             siblings.remove(child)
             if not siblings:
-                del index[key[0]]
+                del index[first]
 
     def children_starting_with(self, token: int) -> list[LookupNode]:
         """The children whose key starts with `token`, in `children`' order."""
@@ -82,7 +85,7 @@ class LookupNode:
         if index is None:
             index = self.by_first_token = {}
             for key, child in self.children.items():
-                index.setdefault(key[0], []).append(child)
+                index.setdefault(first_token(key), []).append(child)
         return index.get(token, [])
 
     def clear_block(self, retired: list[LookupNode]) -> None:
@@ -97,10 +100,10 @@ class LookupNode:
             node, parent = parent, parent.parent
 
 
-def _common_prefix(a: BlockKey, b: BlockKey) -> int:
+def _common_prefix(a: BlockKey, b: BlockKey, tokens_per_block: int) -> int:
     """Number of leading tokens two keys share."""
     n = 0
-    for x, y in zip(a, b, strict=False):
+    for x, y in zip(key_tokens(a, tokens_per_block), key_tokens(b, tokens_per_block), strict=False):
         if x != y:
             break
         n += 1
@@ -110,8 +113,9 @@ def _common_prefix(a: BlockKey, b: BlockKey) -> int:
 class RadixTree:
     """The lookup tree of one window's reusable blocks."""
 
-    def __init__(self) -> None:
-        """An empty tree."""
+    def __init__(self, tokens_per_block: int) -> None:
+        """An empty tree of blocks of `tokens_per_block` tokens."""
+        self.tokens_per_block = tokens_per_block
         self.root = LookupNode((), None)
         # nodes that left the tree, and those of them that `store_blocks` may reuse: a node
         # retired during a walk may still be the walk's position, so a store reuses only nodes
@@ -128,19 +132,20 @@ class RadixTree:
         reuse, the child sharing the longest common prefix (the earliest stored on a tie); without
         copy-on-partial-reuse only an unreferenced leaf qualifies, as it is taken over in place.
         """
-        if not key:
+        bs = self.tokens_per_block
+        if key == ():
             return False, 0, None
         exact = node.children.get(key)
         if exact is not None:
             block = exact.block
             if block is None:
                 return False, 0, None
-            return not block.is_full, len(key), block
+            return not block.is_full, key_len(key, bs), block
         if not partial_reuse:
             return False, 0, None
         best: list[tuple[int, int, LookupNode]] = []
-        for order, child in enumerate(node.children_starting_with(key[0])):
-            best.append((-_common_prefix(child.key, key), order, child))
+        for order, child in enumerate(node.children_starting_with(first_token(key))):
+            best.append((-_common_prefix(child.key, key, bs), order, child))
         best.sort(key=lambda m: (m[0], m[1]))
         for neg_shared, _, child in best:
             block = child.block
@@ -173,14 +178,14 @@ class RadixTree:
             self.detach(descendant)
         self.detach(block)
 
-    def store_blocks(self, keys: list[BlockKey], blocks: list[KVCacheBlock], tokens_per_block: int) -> int:
+    def store_blocks(self, keys: list[BlockKey], blocks: list[KVCacheBlock]) -> int:
         """storeBlocks: walk exact matches; from the first miss on, insert the sequence's blocks.
 
         A key already stored at its position keeps the stored block (the sequence's copy stays a
         plain block); returns how many of the sequence's blocks were inserted.
         """
         self._recycle()
-        spare = self.spare
+        spare, bs = self.spare, self.tokens_per_block
         node = self.root
         need_match = True
         stored = 0
@@ -196,7 +201,7 @@ class RadixTree:
                     continue
             if block.node is not None:
                 self.free_block_and_all_descendants(block)
-            block.is_full = len(key) == tokens_per_block
+            block.is_full = key_len(key, bs) == bs
             child = node.children.get(key)
             if child is None:
                 child = node.add_child(key, spare)
@@ -252,8 +257,9 @@ class RadixTree:
             node = stack.pop()
             grouped: dict[int, list[LookupNode]] = {}
             for key, child in node.children.items():
-                assert key and child.key == key and child.parent is node, f"tree node under {key} misplaced"
-                grouped.setdefault(key[0], []).append(child)
+                placed = key != () and child.key == key and child.parent is node
+                assert placed, f"tree node under {key} misplaced"
+                grouped.setdefault(first_token(key), []).append(child)
             index = node.by_first_token
             assert index is None or grouped == index, f"first-token index of node {node.key} differs"
             stack.extend(node.children.values())

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from schedsim.policies import Request
 from schedsim.policies.trtllm import BlockKeys, KVCacheManager
+from schedsim.policies.trtllm.block_keys import STAND_IN_BASE, key_tokens
 
 pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
 
@@ -89,13 +90,34 @@ def test_block_keys_stand_in_for_unknown_tokens():
     c = Request("c", 0.0, 8, 4)
     ka, kb, kc = (keys.full_keys(r, r.num_tokens) for r in (a, b, c))
     assert ka[0] == kb[0] and ka[1] != kb[1] and kc[0] != ka[0]
-    assert len(set(ka[0])) == BS and keys.tokens(a, 8, 10) != keys.tokens(b, 8, 10)
+    assert len(set(key_tokens(ka[0], BS))) == BS and keys.tokens(a, 8, 10) != keys.tokens(b, 8, 10)
     a.output_token_ids.extend([100, 101])
     assert keys.keys(a, 12)[-1][-2:] == (100, 101) and len(keys.keys(a, 11)) == 3
     keys.truncate("a", 9)
     assert len(keys.full_keys(a, 12)) == 3
     d = Request("d", 0.0, 5, 4, prompt_token_ids=[1, 2, 3, 4, 5])
     assert keys.keys(d, 5) == [toks(1, 2, 3, 4), toks(5)]
+
+
+def test_a_full_block_of_stand_ins_is_keyed_by_its_first_and_matches_its_own_partial_tail():
+    """A full stand-in block's key is its first stand-in (a machine-sized integer), the same
+    whichever call builds it; a partial key of the same tokens (a re-admitted request's last
+    prompt block) matches it partially, token by token."""
+    keys = BlockKeys(BS)
+    r = Request("r", 0.0, 11, 4)
+    full = keys.full_keys(r, r.num_tokens)
+    first, second = full
+    assert isinstance(first, int) and isinstance(second, int) and second - first == BS
+    assert STAND_IN_BASE <= first and second + BS < 1 << 62
+    assert keys.tokens(r, 4, 8) == second and list(key_tokens(second, BS)) == list(range(second, second + BS))
+    tail = keys.keys(r, 7)[-1]  # positions 4..6: three of the second block's stand-ins
+    assert isinstance(tail, range) and list(tail) == list(range(second, second + 3))
+    kv = manager()
+    kv.add_sequence("r", 11, keys.keys(r, 10))
+    kv.store_blocks("r", full)
+    reused = kv.add_sequence("s", 8, [first, tail])  # the same tokens: one full match, then 3 of 4
+    assert reused == BS + 3 and kv.drain_copies() == [(2, 4)]
+    kv.check_invariants()
 
 
 @settings(max_examples=100, deadline=None)

@@ -30,7 +30,7 @@ def scan(node: LookupNode, key: tuple[int, ...]) -> list[tuple[int, ...]]:
 
 
 def test_a_removed_child_leaves_the_index_and_a_new_one_comes_last():
-    tree = RadixTree()
+    tree = RadixTree(2)
     root = tree.root
     for key in ((1, 2), (1, 3), (2, 3)):
         root.add_child(key, tree.spare)
@@ -43,7 +43,7 @@ def test_a_removed_child_leaves_the_index_and_a_new_one_comes_last():
 
 
 def test_check_index_catches_a_child_the_index_missed():
-    tree = RadixTree()
+    tree = RadixTree(2)
     tree.root.add_child((1, 2), tree.spare)
     tree.root.children_starting_with(1)
     tree.root.children[(1, 9)] = LookupNode((1, 9), tree.root)  # bypasses add_child
@@ -54,7 +54,7 @@ def test_check_index_catches_a_child_the_index_missed():
 @settings(max_examples=200, deadline=None)
 @given(OPS)
 def test_index_follows_every_insert_and_removal(ops):
-    tree = RadixTree()
+    tree = RadixTree(2)
     root = tree.root
     for op, key in ops:
         if op == "add" and key not in root.children:
@@ -83,14 +83,14 @@ def test_index_follows_every_insert_and_removal(ops):
 
 
 def test_a_store_reuses_the_nodes_an_eviction_retired_as_fresh_ones():
-    tree = RadixTree()
+    tree = RadixTree(2)
     blocks = [KVCacheBlock(i) for i in range(4)]
-    assert tree.store_blocks([(1, 2), (3, 4)], blocks[:2], 2) == 2
+    assert tree.store_blocks([(1, 2), (3, 4)], blocks[:2]) == 2
     first = [b.node for b in blocks[:2]]
     tree.root.children_starting_with(1)  # builds the root's index
     tree.free_block_and_all_descendants(blocks[0])
     assert tree.num_stored_blocks() == 0 and tree.root.children == {} and len(tree.retired) == 2
-    assert tree.store_blocks([(5, 6), (7, 8)], blocks[2:], 2) == 2
+    assert tree.store_blocks([(5, 6), (7, 8)], blocks[2:]) == 2
     second = [b.node for b in blocks[2:]]
     assert {id(n) for n in second} == {id(n) for n in first} and not tree.retired and not tree.spare
     top, leaf = second
@@ -101,25 +101,25 @@ def test_a_store_reuses_the_nodes_an_eviction_retired_as_fresh_ones():
 
 
 def test_a_retired_node_something_hangs_on_is_not_reused():
-    tree = RadixTree()
+    tree = RadixTree(2)
     blocks = [KVCacheBlock(i) for i in range(3)]
-    tree.store_blocks([(1, 2)], blocks[:1], 2)
+    tree.store_blocks([(1, 2)], blocks[:1])
     node = blocks[0].node
     tree.detach(blocks[0])
     assert tree.retired == [node]
     node.children[(9, 9)] = LookupNode((9, 9), node)  # an orphan hangs on it
-    tree.store_blocks([(3, 4)], blocks[1:2], 2)
+    tree.store_blocks([(3, 4)], blocks[1:2])
     assert blocks[1].node is not node and not tree.spare and not tree.retired
 
 
 def test_a_store_walks_through_the_sequences_own_blocks_and_restores_a_grown_partial_one():
     """Stored again (at release), a sequence matches the blocks it stored itself; its last block,
     stored partial and since filled, is moved under its full key, not matched under the old one."""
-    tree = RadixTree()
+    tree = RadixTree(2)
     blocks = [KVCacheBlock(i) for i in range(3)]
-    assert tree.store_blocks([(1, 2), (3,)], blocks[:2], 2) == 2
+    assert tree.store_blocks([(1, 2), (3,)], blocks[:2]) == 2
     first, partial = blocks[0].node, blocks[1].node
-    assert tree.store_blocks([(1, 2), (3, 4), (5, 6)], blocks, 2) == 2
+    assert tree.store_blocks([(1, 2), (3, 4), (5, 6)], blocks) == 2
     assert blocks[0].node is first and first.children == {(3, 4): blocks[1].node}
     grown = blocks[1].node
     assert grown is not partial and grown.key == (3, 4) and blocks[1].is_full
