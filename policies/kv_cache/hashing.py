@@ -1,9 +1,12 @@
 """Chained content hashes of full KV blocks, for requests with token ids or only prompt lengths.
 
 A block's hash covers its tokens and its parent's hash, so equal hashes mean equal prefixes (as
-vLLM's block hasher); a prompt block whose content is known only to its own request hashes
-(request, index) instead, which identifies its prefix as well. Hashes are computed lazily, only
-up to the blocks a caller needs, and kept in `request.block_hashes` until the request finishes.
+vLLM's block hasher); a prompt block whose content is known only to its own request is named
+by (request, index) instead, which identifies its prefix as well: the request's salt, a 60-bit
+digest of its id, plus the index (an integer the compiled core adds natively; two requests' ranges
+meet only if their salts lie within a prompt's length, which 60 random bits make as unlikely as a
+hash collision). Hashes are computed lazily, only up to the blocks a caller needs, and kept in
+`request.block_hashes` until the request finishes.
 """
 
 from __future__ import annotations
@@ -14,13 +17,16 @@ from typing import Final
 from ..request import Request
 
 NONE_HASH: Final = 0x5EED_0F_C0FFEE  # parent of the first block
-_UNIQUE_TAG: Final = 0x7A61  # marks a block whose prompt content is known only to its own request
 _GIVEN_TAG: Final = 0x7A62  # marks a prompt block identified by a trace-given hash
+
+
+_SALT_MASK: Final = (1 << 60) - 1  # a salt plus any block index stays below 2**62 (a native integer)
 
 
 def _request_salt(request_id: str) -> int:
     """A process-independent integer for a request id (str hashes are randomised per process)."""
-    return int.from_bytes(hashlib.blake2b(request_id.encode(), digest_size=8).digest(), "little")
+    digest = hashlib.blake2b(request_id.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") & _SALT_MASK
 
 
 def _block_hash(request: Request, idx: int, parent: int, block_size: int) -> int | None:
@@ -94,4 +100,4 @@ def ensure_block_hashes(request: Request, num_blocks: int, block_size: int) -> l
 def _unique_hash(salt: int, idx: int) -> int:
     """Block idx of a request whose content nobody else can be known to share: (request, index)
     identifies it, so no parent is needed."""
-    return hash((_UNIQUE_TAG, salt, idx))
+    return salt + idx

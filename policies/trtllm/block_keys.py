@@ -139,12 +139,15 @@ class BlockKeys:
         bs = self.tokens_per_block
         given = request.prompt_block_hashes
         num_given = 0 if given is None else min(len(given), stop)
-        for idx in range(len(keys), stop):
+        start = len(keys)
+        if start >= stop:
+            return
+        own = self._request_base(request.request_id)
+        for idx in range(start, stop):
             if given is not None and idx < num_given:
-                first = STAND_IN_BASE + _mix(given[idx])
+                keys.append(STAND_IN_BASE + _mix(given[idx]))
             else:
-                first = self._request_base(request.request_id) + idx * bs
-            keys.append(first)
+                keys.append(own + idx * bs)
 
     def keys(self, request: Request, num_tokens: int) -> list[BlockKey]:
         """chopVectorIntoBlocks with partial blocks allowed: full keys, then the partial tail."""

@@ -167,6 +167,9 @@ class RadixTree:
         node = block.node
         if node is None:
             return
+        if not node.children:  # a leaf, the common case: it goes alone
+            self.detach(block)
+            return
         found: list[KVCacheBlock] = []
         pending = list(node.children.values())
         while pending:
