@@ -2,11 +2,11 @@
 
 A block's hash covers its tokens and its parent's hash, so equal hashes mean equal prefixes (as
 vLLM's block hasher); a prompt block whose content is known only to its own request is named
-by (request, index) instead, which identifies its prefix as well: the request's salt, a 60-bit
-digest of its id, plus the index (an integer the compiled core adds natively; two requests' ranges
-meet only if their salts lie within a prompt's length, which 60 random bits make as unlikely as a
-hash collision). Hashes are computed lazily, only up to the blocks a caller needs, and kept in
-`request.block_hashes` until the request finishes.
+by (request, index) instead, which identifies its prefix as well: the request's salt (60 bits of
+a digest of its id) plus the index, an addition the compiled core does natively. Two requests'
+names meet only if their salts lie closer than a prompt's block count, which 60 random bits make
+as unlikely as a hash collision. Hashes are computed lazily, only up to the blocks a caller needs,
+and kept in `request.block_hashes` until the request finishes.
 """
 
 from __future__ import annotations
@@ -18,8 +18,6 @@ from ..request import Request
 
 NONE_HASH: Final = 0x5EED_0F_C0FFEE  # parent of the first block
 _GIVEN_TAG: Final = 0x7A62  # marks a prompt block identified by a trace-given hash
-
-
 _SALT_MASK: Final = (1 << 60) - 1  # a salt plus any block index stays below 2**62 (a native integer)
 
 
