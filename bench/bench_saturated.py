@@ -3,6 +3,7 @@
 Usage: python bench/bench_saturated.py [--policy NAME ...] [--engine auto|sync|async|both]
                                        [--max-requests N] [--profile] [--top 10] [--json]
                                        [--against PYTHON [--repeat K]] [--digest]
+                                       [--instructions]
 
 The configuration (the one compared with Vidur): the Azure conversation trace (19,366 requests),
 each request's prompt + output cut to 4,096 tokens as Vidur's trace length generator cuts them,
@@ -20,6 +21,11 @@ each run's table digests (bench/table_digests.py's), to check that two trees agr
 `--stretches` adds the lengths of the steady stretches a fast-forward could jump: maximal runs of
 steps with the same batch shape (prefill and decode requests, prefill tokens, running requests)
 and no finish, preemption or pause, split into pure-decode and mixed (a prefill chunk riding).
+`--instructions` runs each child under valgrind's callgrind and counts the instructions executed
+inside the compiled core's simulation loop (`SimWorld.run`), a figure that does not move with the
+machine's load or speed; with `--profile` it lists the `--top` compiled functions with the most
+instructions (inclusive), and with `--against` it compares two trees by one count each. It needs valgrind and
+the compiled core, and runs ~50 times slower: use it with `--max-requests`.
 """
 
 from __future__ import annotations
@@ -31,9 +37,12 @@ import json
 import os
 import platform
 import pstats
+import re
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -43,6 +52,10 @@ import pandas as pd
 MAX_TOKENS = 4096  # prompt + output, Vidur's max_tokens
 CHUNKED_BUDGET = {"sarathi": 512}  # policies whose budget is a prefill chunk size
 BUDGET = 4096
+# the compiled simulation loop, the function callgrind counts inside (--instructions)
+LOOP_SYMBOL = "CPyDef_simpy_world___SimWorld___run"
+# a line of callgrind_annotate's inclusive listing that names a compiled function
+CALLGRIND_ROW = re.compile(r"^\s*(?P<count>[\d,]+)\s+\(\s*(?P<share>[\d.]+)%\)\s+.*CPyDef_(?P<name>\w+)")
 
 
 def saturated_workload(max_requests: int | None = None) -> pd.DataFrame:
@@ -167,14 +180,52 @@ def _child(
     python: str = sys.executable,
     digest: bool = False,
     stretches: bool = False,
+    instructions: int = -1,
 ) -> dict:
-    """`run_one` in a fresh interpreter (`python`: another tree's venv)."""
+    """`run_one` in a fresh interpreter (`python`: another tree's venv); with `instructions` >= 0,
+    under callgrind, adding the loop's instruction count and that many top compiled functions."""
     flags = f"{int(digest)}{int(stretches)}"
     args = [python, __file__, "--child", policy, engine, str(max_requests or 0), str(profile), flags]
-    done = subprocess.run(args, capture_output=True, text=True)
-    if done.returncode:
-        return {"policy": policy, "engine": engine, "error": done.stderr.strip().splitlines()[-1]}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    with tempfile.TemporaryDirectory() as tmp:
+        out_file = os.path.join(tmp, "callgrind.out")
+        if instructions >= 0:
+            args = ["valgrind", "--tool=callgrind", f"--toggle-collect={LOOP_SYMBOL}",
+                    f"--callgrind-out-file={out_file}", *args]  # fmt: skip
+        done = subprocess.run(args, capture_output=True, text=True)
+        if done.returncode:
+            return {"policy": policy, "engine": engine, "error": done.stderr.strip().splitlines()[-1]}
+        r = json.loads(done.stdout.strip().splitlines()[-1])
+        if instructions >= 0:
+            if not r["compiled_core"]:
+                return {"policy": policy, "engine": engine, "error": "compiled core not active: no loop"}
+            r["instructions"] = callgrind_total(out_file)
+            r["top_instructions"] = callgrind_top(out_file, instructions)
+    return r
+
+
+def callgrind_total(path: str) -> int:
+    """The instructions a callgrind output file counted (its `summary:` line)."""
+    with open(path) as f:
+        for line in f:
+            if line.startswith(("summary:", "totals:")):
+                return int(line.split()[1])
+    raise ValueError(f"{path}: no summary line (did callgrind run?)")
+
+
+def callgrind_top(path: str, n: int) -> list[str]:
+    """The n compiled functions with the most instructions, callees included, one line each (the
+    loop and the generator frames that wrap it, at ~100 %, left out)."""
+    if n <= 0:
+        return []
+    done = subprocess.run(["callgrind_annotate", "--inclusive=yes", path], capture_output=True, text=True)
+    rows = []
+    for line in done.stdout.splitlines():
+        m = CALLGRIND_ROW.match(line)
+        if m is None or float(m["share"]) >= 99.5:
+            continue
+        count = int(m["count"].replace(",", ""))
+        rows.append(f"{count / 1e6:10.1f} M {float(m['share']):6.2f} %  {m['name']}")
+    return rows[:n]
 
 
 def _policies() -> list[str]:
@@ -189,18 +240,34 @@ def _print(r: dict) -> None:
     if "error" in r:
         print(f"{r['policy']:28} {r['engine']:20} error: {r['error']}", flush=True)
         return
-    print(
-        f"{r['policy']:28} {r['engine']:20} {r['steps']:>8,} {r['jumped_steps']:>8,} {r['wall_s']:>8.2f} "
-        f"{r['cpu_s']:>8.2f} {r['us_per_step']:>8.1f} {r['us_per_request_step']:>8.2f} "
-        f"{r['peak_rss_gib']:>7.2f}",
-        flush=True,
-    )
-    for line in r.get("profile", []):
+    if "instructions" in r:  # timed under callgrind: only the counts mean anything
+        n = r["instructions"]
+        print(
+            f"{r['policy']:28} {r['engine']:20} {r['steps']:>8,} {r['jumped_steps']:>8,} {n / 1e6:>12,.1f} "
+            f"{n / 1e3 / max(r['steps'], 1):>10.1f} {n / 1e3 / max(r['request_steps'], 1):>10.2f}",
+            flush=True,
+        )
+    else:
+        print(
+            f"{r['policy']:28} {r['engine']:20} {r['steps']:>8,} {r['jumped_steps']:>8,} {r['wall_s']:>8.2f} "
+            f"{r['cpu_s']:>8.2f} {r['us_per_step']:>8.1f} {r['us_per_request_step']:>8.2f} "
+            f"{r['peak_rss_gib']:>7.2f}",
+            flush=True,
+        )
+    for line in r.get("profile", []) + r.get("top_instructions", []):
         print("      " + line)
     if "digest" in r:
         print("      digest: " + json.dumps(r["digest"], sort_keys=True))
     for kind, row in r.get("stretches", {}).items():
         print(f"      {kind} stretches: " + ", ".join(f"{k} {v}" for k, v in row.items()))
+
+
+def _columns(instructions: bool) -> str:
+    """The figures' column heads: instructions (millions, thousands a step and a request-step), or
+    wall and CPU seconds, CPU µs a step and a request-step, and peak RSS."""
+    if instructions:
+        return f"{'instr. M':>12} {'k/step':>10} {'k/r-st':>10}"
+    return f"{'wall s':>8} {'cpu s':>8} {'µs/step':>8} {'µs/r-st':>8} {'RSS GiB':>7}"
 
 
 def _header() -> None:
@@ -216,24 +283,30 @@ def _header() -> None:
 
 
 def _compare(args: argparse.Namespace, policies: list[str], engines: tuple[str, ...]) -> None:
-    """Each policy alternately under the other tree and this one; best CPU µs per step of each."""
-    print(f"{'policy':28} {'engine':20} {'steps':>8} {'base µs':>8} {'this µs':>8} {'ratio':>6}")
+    """Each policy alternately under the other tree and this one; best CPU µs per step of each
+    (with --instructions: one count of each, in millions)."""
+    unit, metric = ("M", "instructions") if args.instructions else ("µs", "us_per_step")
+    scale = 1e-6 if args.instructions else 1.0
+    repeat, instructions = (1, 0) if args.instructions else (args.repeat, -1)
+    print(f"{'policy':28} {'engine':20} {'steps':>8} {'base ' + unit:>10} {'this ' + unit:>10} {'ratio':>6}")
     for policy in policies:
         for engine in engines:
             runs: dict[str, list[dict]] = {"base": [], "this": []}
-            for _ in range(args.repeat):
-                runs["base"].append(_child(policy, engine, args.max_requests, 0, args.against))
-                runs["this"].append(_child(policy, engine, args.max_requests, 0))
+            for _ in range(repeat):
+                runs["base"].append(
+                    _child(policy, engine, args.max_requests, 0, args.against, instructions=instructions)
+                )
+                runs["this"].append(_child(policy, engine, args.max_requests, 0, instructions=instructions))
             bad = [r for side in runs.values() for r in side if "error" in r]
             if bad:
                 _print(bad[0])
                 continue
-            base = min(r["us_per_step"] for r in runs["base"])
-            this = min(r["us_per_step"] for r in runs["this"])
+            base = scale * min(r[metric] for r in runs["base"])
+            this = scale * min(r[metric] for r in runs["this"])
             steps = {r["steps"] for side in runs.values() for r in side}
             print(
                 f"{policy:28} {runs['this'][0]['engine']:20} {'/'.join(map(str, sorted(steps))):>8} "
-                f"{base:>8.1f} {this:>8.1f} {this / base:>6.2f}",
+                f"{base:>10.1f} {this:>10.1f} {this / base:>6.3f}",
                 flush=True,
             )
 
@@ -251,6 +324,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3, help="interleaved pairs per policy with --against")
     ap.add_argument("--digest", action="store_true", help="print each run's table digests")
     ap.add_argument("--stretches", action="store_true", help="print the steady stretches' lengths")
+    ap.add_argument(
+        "--instructions", action="store_true", help="count the loop's instructions under callgrind instead"
+    )
     ap.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -260,18 +336,26 @@ def main() -> None:
         return
     engines = ("sync", "async") if args.engine == "both" else (args.engine,)
     policies = args.policy or _policies()
+    if args.instructions and shutil.which("valgrind") is None:
+        sys.exit("bench_saturated.py --instructions: valgrind is not installed (it counts with callgrind)")
     _header()
     if args.against:
         _compare(args, policies, engines)
         return
-    print(
-        f"{'policy':28} {'engine':20} {'steps':>8} {'jumped':>8} {'wall s':>8} {'cpu s':>8} {'µs/step':>8} "
-        f"{'µs/r-st':>8} {'RSS GiB':>7}"
-    )
+    print(f"{'policy':28} {'engine':20} {'steps':>8} {'jumped':>8} " + _columns(args.instructions))
+    profile = args.top if args.profile else 0  # the cProfile's, or callgrind's, top functions
+    top, instructions = (0, profile) if args.instructions else (profile, -1)
     for policy in policies:
         for engine in engines:
-            top = args.top if args.profile else 0
-            r = _child(policy, engine, args.max_requests, top, digest=args.digest, stretches=args.stretches)
+            r = _child(
+                policy,
+                engine,
+                args.max_requests,
+                top,
+                digest=args.digest,
+                stretches=args.stretches,
+                instructions=instructions,
+            )
             _print(r)
             if args.json:
                 print(json.dumps(r))
