@@ -366,9 +366,11 @@ class BasePolicy:
     def check_stop(self, req: Request, tok: int) -> RequestStatus | None:
         """The engines' stop order (vLLM's check_stop, SGLang's update_finish_state): EOS, then
         stop token ids, then the length caps, so an EOS sampled as the last allowed token is a stop."""
-        if not req.ignore_eos and req.eos_token_id is not None and tok == req.eos_token_id:
+        eos = req.eos_token_id
+        if eos is not None and tok == eos and not req.ignore_eos:
             return RequestStatus.FINISHED_STOPPED
-        if tok in req.stop_token_ids and self.stop_ids_apply(req):
+        stops = req.stop_token_ids
+        if stops and tok in stops and self.stop_ids_apply(req):
             req.stop_reason = tok
             return RequestStatus.FINISHED_STOPPED
         if req.num_output_tokens >= self.max_new_tokens(req) or req.num_tokens >= self.kv.max_model_len:

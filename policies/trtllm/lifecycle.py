@@ -26,9 +26,8 @@ def advance_context(req: LlmRequest, chunk: int) -> bool:
 
 def stop_reason(request: Request, token: int) -> RequestStatus | None:
     """EOS (unless ignored) or a stop token ends the request as stopped."""
-    if (
-        not request.ignore_eos and request.eos_token_id is not None and token == request.eos_token_id
-    ) or token in request.stop_token_ids:
+    eos, stops = request.eos_token_id, request.stop_token_ids
+    if (eos is not None and token == eos and not request.ignore_eos) or (stops and token in stops):
         request.stop_reason = token
         return RequestStatus.FINISHED_STOPPED
     return None

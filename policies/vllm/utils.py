@@ -8,9 +8,10 @@ from ..request import Request, RequestStatus
 def stop_status(request: Request, max_model_len: int) -> RequestStatus | None:
     """The finished status the last appended token gives: EOS, stop tokens, then length caps."""
     last = request.output_token_ids[-1]
-    if not request.ignore_eos and last == request.eos_token_id:
+    eos, stops = request.eos_token_id, request.stop_token_ids
+    if eos is not None and last == eos and not request.ignore_eos:
         return RequestStatus.FINISHED_STOPPED
-    if last in request.stop_token_ids:
+    if stops and last in stops:
         return RequestStatus.FINISHED_STOPPED
     if request.num_tokens >= max_model_len or len(request.output_token_ids) >= request.max_tokens:
         return RequestStatus.FINISHED_LENGTH_CAPPED
