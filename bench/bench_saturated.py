@@ -24,8 +24,8 @@ and no finish, preemption or pause, split into pure-decode and mixed (a prefill 
 `--instructions` runs each child under valgrind's callgrind and counts the instructions executed
 inside the compiled core's simulation loop (`SimWorld.run`), a figure that does not move with the
 machine's load or speed; with `--profile` it lists the `--top` compiled functions with the most
-instructions (inclusive), and with `--against` it compares two trees by one count each. It needs valgrind and
-the compiled core, and runs ~50 times slower: use it with `--max-requests`.
+instructions (inclusive), and with `--against` it compares two trees by one count each. It needs
+valgrind and the compiled core, and runs ~50 times slower: use it with `--max-requests`.
 """
 
 from __future__ import annotations
@@ -180,26 +180,28 @@ def _child(
     python: str = sys.executable,
     digest: bool = False,
     stretches: bool = False,
-    instructions: int = -1,
+    instructions: bool = False,
 ) -> dict:
-    """`run_one` in a fresh interpreter (`python`: another tree's venv); with `instructions` >= 0,
-    under callgrind, adding the loop's instruction count and that many top compiled functions."""
+    """`run_one` in a fresh interpreter (`python`: another tree's venv), its `profile` top functions
+    by cProfile; with `instructions`, under callgrind instead: the loop's instruction count and its
+    `profile` top compiled functions."""
     flags = f"{int(digest)}{int(stretches)}"
-    args = [python, __file__, "--child", policy, engine, str(max_requests or 0), str(profile), flags]
+    cprofile = 0 if instructions else profile
+    args = [python, __file__, "--child", policy, engine, str(max_requests or 0), str(cprofile), flags]
     with tempfile.TemporaryDirectory() as tmp:
         out_file = os.path.join(tmp, "callgrind.out")
-        if instructions >= 0:
+        if instructions:
             args = ["valgrind", "--tool=callgrind", f"--toggle-collect={LOOP_SYMBOL}",
                     f"--callgrind-out-file={out_file}", *args]  # fmt: skip
         done = subprocess.run(args, capture_output=True, text=True)
         if done.returncode:
             return {"policy": policy, "engine": engine, "error": done.stderr.strip().splitlines()[-1]}
         r = json.loads(done.stdout.strip().splitlines()[-1])
-        if instructions >= 0:
+        if instructions:
             if not r["compiled_core"]:
                 return {"policy": policy, "engine": engine, "error": "compiled core not active: no loop"}
             r["instructions"] = callgrind_total(out_file)
-            r["top_instructions"] = callgrind_top(out_file, instructions)
+            r["top_instructions"] = callgrind_top(out_file, profile)
     return r
 
 
@@ -287,16 +289,17 @@ def _compare(args: argparse.Namespace, policies: list[str], engines: tuple[str, 
     (with --instructions: one count of each, in millions)."""
     unit, metric = ("M", "instructions") if args.instructions else ("µs", "us_per_step")
     scale = 1e-6 if args.instructions else 1.0
-    repeat, instructions = (1, 0) if args.instructions else (args.repeat, -1)
+    repeat = 1 if args.instructions else args.repeat
     print(f"{'policy':28} {'engine':20} {'steps':>8} {'base ' + unit:>10} {'this ' + unit:>10} {'ratio':>6}")
     for policy in policies:
         for engine in engines:
             runs: dict[str, list[dict]] = {"base": [], "this": []}
             for _ in range(repeat):
+                n = args.max_requests
                 runs["base"].append(
-                    _child(policy, engine, args.max_requests, 0, args.against, instructions=instructions)
+                    _child(policy, engine, n, 0, args.against, instructions=args.instructions)
                 )
-                runs["this"].append(_child(policy, engine, args.max_requests, 0, instructions=instructions))
+                runs["this"].append(_child(policy, engine, n, 0, instructions=args.instructions))
             bad = [r for side in runs.values() for r in side if "error" in r]
             if bad:
                 _print(bad[0])
@@ -343,8 +346,7 @@ def main() -> None:
         _compare(args, policies, engines)
         return
     print(f"{'policy':28} {'engine':20} {'steps':>8} {'jumped':>8} " + _columns(args.instructions))
-    profile = args.top if args.profile else 0  # the cProfile's, or callgrind's, top functions
-    top, instructions = (0, profile) if args.instructions else (profile, -1)
+    top = args.top if args.profile else 0  # the cProfile's, or callgrind's, top functions
     for policy in policies:
         for engine in engines:
             r = _child(
@@ -354,7 +356,7 @@ def main() -> None:
                 top,
                 digest=args.digest,
                 stretches=args.stretches,
-                instructions=instructions,
+                instructions=args.instructions,
             )
             _print(r)
             if args.json:

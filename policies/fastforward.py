@@ -381,6 +381,19 @@ def allocations_before(firsts: list[int], t: int, every: int) -> int:
     return total
 
 
+def allocation_events(firsts: list[int], stops: list[int], every: int) -> list[tuple[int, int]]:
+    """(step, j) for each allocation of request j, one every `every` steps from firsts[j] up to
+    stops[j] (excluded), in step order (request order within a step)."""
+    events: list[tuple[int, int]] = []
+    for j in range(len(firsts)):
+        i = firsts[j]
+        while i < stops[j]:  # (compiled: a range with a variable step is a generic object)
+            events.append((i, j))
+            i += every
+    events.sort()
+    return events
+
+
 def first_step_past(firsts: list[int], t: int, every: int, room: int) -> int:
     """The first step (< t) whose allocation, counted from step 0, is more than `room`; the caller
     has seen that the steps before t make more. A bisection: the count only grows with the step."""

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ..baselines.fastforward import BaselineFastForward
-from ..fastforward import allocations_before, first_step_past
+from ..fastforward import allocation_events, allocations_before, first_step_past
 from ..plan import RequestOutput
 from ..request import Request, RequestStatus
 from .adder import AddReqResult, PrefillAdder
@@ -159,15 +159,9 @@ class SGLangFastForward(BaselineFastForward):
         tree, bs, n = mem.tree_cache, kv.block_size, len(reqs)
         cs = [r.num_computed_tokens for r in reqs]
         left_out = {id(r) for r in skipped}  # not in the last batch: no page for its step
-        events: list[tuple[int, int]] = []
-        for idx in range(n):
-            first = len(kv.req_to_blocks[reqs[idx].request_id]) * bs - cs[idx]
-            stop = k - 1 if id(reqs[idx]) in left_out else k
-            i = max(first, 0)
-            while i < stop:  # (compiled: a range with a variable step is a generic object)
-                events.append((i, idx))
-                i += bs
-        events.sort()
+        firsts = [max(len(kv.req_to_blocks[reqs[j].request_id]) * bs - cs[j], 0) for j in range(n)]
+        stops = [k - 1 if id(r) in left_out else k for r in reqs]
+        events = allocation_events(firsts, stops, bs)
         usable = kv.pool.num_usable_blocks
         room0 = kv.num_free_blocks + tree.evictable_units
         usage: list[float] = []

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from itertools import islice
 from typing import TYPE_CHECKING
 
-from ..fastforward import allocations_before, first_step_past
+from ..fastforward import allocation_events, allocations_before, first_step_past
 from ..plan import RequestOutput, StepPlan
 from ..request import Request, RequestStatus
 from .capacity import CapacitySchedulerPolicy
@@ -277,14 +277,9 @@ class TrtllmFastForward:
         assert not skipped, "TensorRT-LLM stretches leave nobody out"
         p, kv = self.policy, self.kv
         bs = kv.tokens_per_block
-        events: list[tuple[int, int]] = []
         starts = [r.num_computed_tokens for r in reqs]
-        for j in range(len(starts)):
-            i = (-starts[j]) % bs
-            while i < k:  # (compiled: a range with a variable step is a generic object)
-                events.append((i, j))
-                i += bs
-        events.sort()
+        # addToken crosses a block boundary (takes a block) every bs iterations
+        events = allocation_events([(-c) % bs for c in starts], [k] * len(starts), bs)
         usage: list[float] = []
         e = 0
         for i in range(k):

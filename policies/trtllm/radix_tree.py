@@ -133,7 +133,7 @@ class RadixTree:
         copy-on-partial-reuse only an unreferenced leaf qualifies, as it is taken over in place.
         """
         bs = self.tokens_per_block
-        if key == ():
+        if not key:  # the empty key (a stand-in key, an int, is never 0)
             return False, 0, None
         exact = node.children.get(key)
         if exact is not None:
