@@ -3,8 +3,9 @@
 Their decode path is the shared BasePolicy's: every running request gets one token through
 `KVCacheManager.allocate_slots` (reserved-to-completion requests find their blocks already there),
 `_append_tokens` publishes the blocks its update completes (the ones the schedule published), and
-the stop check ends a request at EOS, a stop id or the policy's own output cap (`max_new_tokens`),
-which a stretch stops before. The steady state: one batch in flight, no admission, nothing
+the stop check ends a request at EOS, a stop id or the policy's own output cap (`max_new_tokens`):
+a stretch may end with an update that stops requests at their EOS or cap, which `finish` applies
+as `update_from_output` does. The steady state: one batch in flight, no admission, nothing
 preempted, every running request a plain decode. Requests may wait where no schedule of the stretch
 admits one (`OrcaFastForward`, `SarathiFastForward`: every seat taken, or the queue's head short of
 blocks as the policy asks for them); `static` jumps only while nothing waits for its next batch. The
@@ -18,13 +19,16 @@ from __future__ import annotations
 from mypy_extensions import mypyc_attr
 
 from ..fastforward import FastForwardBase, HeadDemand
+from ..plan import RequestOutput
 from ..request import Request, RequestStatus
 from .base import BasePolicy
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # compiled (schedsim.accel); SGLang's companion extends it
 class BaselineFastForward(FastForwardBase):
-    """The baselines' steady state, KV call and counters (one batch in flight only)."""
+    """The baselines' steady state, KV call, counters and last-update stops (one batch in flight only)."""
+
+    finishes_in_last_update = True  # its last update may stop requests (`finish`)
 
     def __init__(self, policy: BasePolicy) -> None:
         super().__init__(policy)
@@ -84,6 +88,21 @@ class BaselineFastForward(FastForwardBase):
     def _after_advance(self, reqs: list[Request], k: int) -> None:
         """The plan counter."""
         self.policy.step_id += k
+
+    def finish(self, reqs: list[Request]) -> list[RequestOutput]:
+        """The stretch's last update (its tokens appended by advance): the requests whose last
+        token stops them (`check_stop`: EOS, or the output cap the horizon let the last update
+        reach) stop in batch order, as `update_from_output` stops them. Its block publications
+        are the schedule's (`_replay_kv`), so a stop frees exactly what the update would."""
+        p = self.base_policy
+        outputs: list[RequestOutput] = []
+        for r in list(reqs):  # (the running list itself, which each stop shrinks)
+            tok = r.output_token_ids[-1]
+            status = p.check_stop(r, tok)
+            if status is not None:
+                p.stop_request(r, status)
+                outputs.append(RequestOutput(r.request_id, [tok], status))
+        return outputs
 
 
 class OrcaFastForward(BaselineFastForward):

@@ -31,7 +31,6 @@ from collections.abc import Sequence
 
 from ..baselines.fastforward import BaselineFastForward
 from ..fastforward import allocation_events, allocations_before, first_step_past
-from ..plan import RequestOutput
 from ..request import Request, RequestStatus
 from .adder import AddReqResult, PrefillAdder
 from .plan import SGLangStepPlan
@@ -40,7 +39,6 @@ from .plan import SGLangStepPlan
 class SGLangFastForward(BaselineFastForward):
     """The overlap scheduler's steady state, horizon, KV replay, counters and in-flight plan."""
 
-    finishes_in_last_update = True  # its last update may stop requests at their EOS (`finish`)
     # the stretch's first schedule runs a prefill pass that forms nothing and fills the batch
     fills_batch: bool = False
 
@@ -208,20 +206,6 @@ class SGLangFastForward(BaselineFastForward):
         p.step_id += k
         for _ in range(k):
             p.ratio.decay_step()
-
-    def finish(self, reqs: list[Request]) -> list[RequestOutput]:
-        """The stretch's last update (its tokens appended by advance): the requests whose last
-        token stops them (an EOS: the horizon keeps length caps out) stop in batch order, as
-        `update_from_output` stops them (the tree takes each one's tokens as it leaves)."""
-        p = self.base_policy
-        outputs: list[RequestOutput] = []
-        for r in list(reqs):  # (the running list itself, which each stop shrinks)
-            tok = r.output_token_ids[-1]
-            status = p.check_stop(r, tok)
-            if status is not None:
-                p.stop_request(r, status)
-                outputs.append(RequestOutput(r.request_id, [tok], status))
-        return outputs
 
     def in_flight_plan(self, reqs: list[Request]) -> SGLangStepPlan:
         """The decode plan the stretch's last schedule() made (it stays in flight after the jump)."""

@@ -11,7 +11,8 @@ not apply; the last update's stops go through `finish_requests` with the status 
 
 Requests may wait through a stretch when no schedule of it can admit one (`_admits_none`: every
 seat taken, or the queue's head short of blocks whatever the stretch frees and however its
-prefix hits change); under FCFS, arrivals then wait too (`arrivals_wait`).
+prefix hits change); under FCFS, arrivals then wait too (`arrivals_wait`). A preempted request
+may be among them with its recompute frontier: no schedule of the stretch counts against it.
 
 Supported: `vllm` with one batch in flight and `vllm-async` with two (the engines' defaults).
 No stretch starts while a KV transfer of a prefill/decode pair is pending, running or holding
@@ -53,7 +54,6 @@ class VllmFastForward(FastForwardBase):
         cfg = self.config
         if (
             s.preempted_req_ids
-            or s.recompute_frontier
             or s.num_spec_tokens
             or len(s.running) > cfg.max_num_batched_tokens
             or (self.kv.deferred_frees and self._released_blocks() < 0)
@@ -61,6 +61,9 @@ class VllmFastForward(FastForwardBase):
             return None
         lag = self.lag  # outputs in flight per request: 0 sync, 1 async
         running_status = RequestStatus.RUNNING
+        # a frontier counts recomputed tokens when its request schedules them: one held by a
+        # waiting request (the queue's head stays put, `_admits_none`) changes no stretch's schedule
+        frontier = s.recompute_frontier
         for r in s.running:
             # async: a request whose (last) prefill chunk is in flight is steady from the next
             # schedule on; the simulator checks that chunk samples its first token
@@ -74,6 +77,7 @@ class VllmFastForward(FastForwardBase):
                 or r.num_spec_tokens
                 or (r.spec_token_ids and not lag)
                 or r.num_computed_tokens != r.prompt_len + len(r.output_token_ids) - 1 + lag
+                or (frontier and r.request_id in frontier)
             ):
                 return None
         if len(s.waiting) and not self._admits_none():

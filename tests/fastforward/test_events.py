@@ -33,7 +33,7 @@ def _workload(rows: list[tuple[float, int, int]]) -> pd.DataFrame:
 # max_tokens = the traced output ('output': the request stops on EOS at max_tokens, which the
 # async scheduler sees coming) or a far cap ('cap': EOS first, the request is still scheduled)
 @pytest.mark.parametrize("source", ["output", "cap"])
-@pytest.mark.parametrize("policy", ["vllm", "vllm-async"])
+@pytest.mark.parametrize("policy", ["vllm", "vllm-async", "orca", "sarathi", "static"])
 def test_one_request_is_one_admission_and_one_jump(policy: str, source: str) -> None:
     cfg = RunConfig(policy=policy, max_tokens_source=source, max_tokens_cap=500)
     s = assert_same(cfg, workload=_workload([(0.0, 100, 40)]))
@@ -44,7 +44,7 @@ def test_one_request_is_one_admission_and_one_jump(policy: str, source: str) -> 
 
 
 @pytest.mark.parametrize("source", ["output", "cap"])
-@pytest.mark.parametrize("policy", ["vllm", "vllm-async"])
+@pytest.mark.parametrize("policy", ["vllm", "vllm-async", "orca", "sarathi"])
 def test_arrival_mid_stretch_and_two_finishes(policy: str, source: str) -> None:
     cfg = RunConfig(policy=policy, max_tokens_source=source, max_tokens_cap=500)
     s = assert_same(cfg, workload=_workload([(0.0, 100, 60), (0.1, 50, 80)]))

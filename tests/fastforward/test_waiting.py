@@ -282,6 +282,33 @@ def test_sglang_takes_stretches_from_an_open_batch(monkeypatch: pytest.MonkeyPat
     assert any(taken) and summary["fast_forward_steps"] > 0
 
 
+@pytest.mark.parametrize("policy,engine", sorted(VLLM_JUMPING))
+def test_vllm_stretches_run_while_a_preempted_request_waits(
+    policy: str, engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recompute frontier held by a waiting (preempted) request does not stop a stretch: only a
+    running request below its frontier counts recomputed tokens when scheduled (interpreted: a
+    compiled class cannot be wrapped to see them)."""
+    from schedsim import accel
+    from schedsim.policies.vllm.fastforward import VllmFastForward
+
+    if accel.status().active:
+        pytest.skip("the compiled companion cannot be wrapped")
+    held: list[int] = []  # frontiers held at each jump, none of them by a running request
+    real = VllmFastForward.advance
+
+    def advance(ff: VllmFastForward, reqs, k, tokens, skipped=()):  # type: ignore[no-untyped-def]
+        frontier = ff.sched.recompute_frontier
+        assert not any(r.request_id in frontier for r in reqs)
+        held.append(len(frontier))
+        return real(ff, reqs, k, tokens, skipped)
+
+    monkeypatch.setattr(VllmFastForward, "advance", advance)
+    cfg, wl = saturated(policy, engine)
+    summary = assert_same(cfg, workload=wl)
+    assert summary["num_preemptions"] > 0 and max(held) > 0
+
+
 @pytest.mark.parametrize("reservation", ["max_tokens", "none"])
 @pytest.mark.parametrize("seqs", [8, 64])
 def test_orca_reservations_identical(reservation: str, seqs: int) -> None:
