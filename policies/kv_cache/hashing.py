@@ -3,7 +3,8 @@
 A block's hash covers its tokens and its parent's hash, so equal hashes mean equal prefixes (as
 vLLM's block hasher); a prompt block whose content is known only to its own request is named
 by (request, index) instead, which identifies its prefix as well: the request's salt (60 bits of
-a digest of its id) plus the index, an addition the compiled core does natively. Two requests'
+a digest of its id) plus the index, an addition the compiled core does natively; so is every block
+after it (`private_from`), whose chained hash would be unique to the request too. Two requests'
 names meet only if their salts lie closer than a prompt's block count, which 60 random bits make
 as unlikely as a hash collision. Hashes are computed lazily, only up to the blocks a caller needs,
 and kept in `request.block_hashes` until the request finishes.
@@ -27,8 +28,9 @@ def _request_salt(request_id: str) -> int:
     return int.from_bytes(digest, "little") & _SALT_MASK
 
 
-def _block_hash(request: Request, idx: int, parent: int, block_size: int) -> int | None:
-    """Hash of full block `idx` given its parent's hash; None if its content is unknown."""
+def _block_hash(request: Request, idx: int, parent: int, block_size: int) -> int:
+    """Hash of full block `idx` given its parent's hash, for a block before `private_from`: its
+    tokens are known, or the trace gives its hash, or it holds outputs after such a prompt."""
     start = idx * block_size
     end = start + block_size
     prompt_len = request.prompt_len
@@ -40,13 +42,10 @@ def _block_hash(request: Request, idx: int, parent: int, block_size: int) -> int
         if start >= prompt_len:
             return hash((parent, tuple(outs[start - prompt_len : end - prompt_len])))
         return hash((parent, tuple(ids[start:]) + tuple(outs[: end - prompt_len])))
-    given = request.prompt_block_hashes
-    if end <= prompt_len:
-        if given is not None and idx < len(given):
-            return hash((parent, _GIVEN_TAG, given[idx]))
-        return None
-    if start < prompt_len:
-        return None  # unknown prompt tail plus outputs: nobody else can be known to share it
+    if start < prompt_len:  # before private_from: a whole prompt block with a given hash
+        given = request.prompt_block_hashes
+        assert given is not None and end <= prompt_len, "a block before private_from has known content"
+        return hash((parent, _GIVEN_TAG, given[idx]))
     outs = request.output_token_ids
     return hash((parent, tuple(outs[start - prompt_len : end - prompt_len])))
 
@@ -75,23 +74,17 @@ def ensure_block_hashes(request: Request, num_blocks: int, block_size: int) -> l
     if have >= num_blocks:
         return hashes
     limit = min(num_blocks, request.num_tokens // block_size)
-    salt = None
-    if request.prompt_token_ids is None and request.prompt_block_hashes is None:
-        # a prompt known only by its length: every block starting inside it is unique (one pass)
-        split = min(limit, -(-request.prompt_len // block_size))
-        if have < split:
-            salt = _request_salt(request.request_id)
-            hashes.extend([_unique_hash(salt, idx) for idx in range(have, split)])
-            have = split
+    # content hashes up to the first block only this request can know; from there on every block
+    # (chained on that one) is unique to the request, and named by (request, index) in one pass
+    split = min(limit, private_from(request, block_size))
     parent = hashes[-1] if hashes else NONE_HASH
-    for idx in range(have, limit):
-        h = _block_hash(request, idx, parent, block_size)
-        if h is None:  # content known only to this request
-            if salt is None:
-                salt = _request_salt(request.request_id)
-            h = _unique_hash(salt, idx)
-        hashes.append(h)
-        parent = h
+    for idx in range(have, split):
+        parent = _block_hash(request, idx, parent, block_size)
+        hashes.append(parent)
+    start = max(have, split)
+    if start < limit:
+        salt = _request_salt(request.request_id)
+        hashes.extend([_unique_hash(salt, idx) for idx in range(start, limit)])
     return hashes
 
 

@@ -110,6 +110,29 @@ def test_hashes_for_simulated_requests():
     assert len(ensure_block_hashes(t, 10, bs)) == 4  # only full known blocks
 
 
+def test_blocks_past_private_from_are_named_by_request_and_index():
+    """From the first block only its request knows, outputs included, every name is the request's
+    own and depends on nothing else: equal outputs elsewhere share nothing, a recomputation (the
+    hashes rebuilt from scratch, in pieces) names its blocks alike; a prompt whose given hashes
+    cover it whole chains its outputs by content."""
+    bs = 4
+    a = req("a", prompt_len=10, hashes=(7, 8))  # block 2 straddles prompt and outputs: private
+    b = req("b", prompt_len=10, hashes=(7, 8))
+    for r in (a, b):
+        r.output_token_ids.extend([1, 2, 3, 4, 5, 6])  # the same outputs
+    ha, hb = ensure_block_hashes(a, 4, bs), ensure_block_hashes(b, 4, bs)
+    assert ha[:2] == hb[:2] and not set(ha[2:]) & set(hb[2:])
+    again = req("a", prompt_len=10, hashes=(7, 8))
+    again.output_token_ids.extend([1, 2, 3, 4, 5, 6])
+    ensure_block_hashes(again, 1, bs)
+    assert ensure_block_hashes(again, 4, bs) == ha
+    whole = [req(x, prompt_len=8, hashes=(7, 8)) for x in ("w1", "w2")]
+    for r in whole:
+        r.output_token_ids.extend([1, 2, 3, 4])
+    h1, h2 = (ensure_block_hashes(r, 3, bs) for r in whole)
+    assert h1 == h2  # shared prompt, equal outputs: the same prefix
+
+
 def test_simulated_requests_share_prefix_through_the_policy():
     from schedsim.policies import StepResult, make_policy
 
