@@ -92,8 +92,9 @@ class BaselineFastForward(FastForwardBase):
     def finish(self, reqs: list[Request]) -> list[RequestOutput]:
         """The stretch's last update (its tokens appended by advance): the requests whose last
         token stops them (`check_stop`: EOS, or the output cap the horizon let the last update
-        reach) stop in batch order, as `update_from_output` stops them. Its block publications
-        are the schedule's (`_replay_kv`), so a stop frees exactly what the update would."""
+        reach) stop in batch order, as `update_from_output` stops them (`stop_request`: the
+        family's own release, SGLang's tree insert included). The baselines' update publishes no
+        block their schedules have not (`_replay_kv`), so a stop frees exactly what it would."""
         p = self.base_policy
         outputs: list[RequestOutput] = []
         for r in list(reqs):  # (the running list itself, which each stop shrinks)
