@@ -111,9 +111,11 @@ class FastForwardBase:
         free = kv.num_free_blocks + max(self._released_blocks(), 0)
         ref_cnt, bs = kv.pool.ref_cnt, kv.block_size
         max_model_len: int = self.config.max_model_len
+        # a cut at hit block j keeps the blocks before it, as many evictable as cuts before it
         cuts = [j for j in range(len(hit)) if ref_cnt[hit[j]] == 0]
         cuts.append(len(hit))
-        for j in cuts:
+        for evictable in range(len(cuts)):
+            j = cuts[evictable]
             num_new = head.num_tokens - j * bs
             if 0 < demand.threshold < num_new:
                 num_new = demand.threshold
@@ -123,7 +125,7 @@ class FastForwardBase:
                 elif num_new > demand.most_budget:
                     continue  # over every schedule's budget: it waits at this cut
             need = min(j * bs + num_new + demand.lookahead, max_model_len)
-            if kv.fits(head, need, hit[:j], demand.full_must_fit, True, free):
+            if kv.fits(head, need, j, evictable, demand.full_must_fit, True, free):
                 return False
         return self._hits_cannot_grow(len(hit), running)  # (last: the one pass over the batch)
 
@@ -313,7 +315,7 @@ class FastForwardBase:
         events: list[int] = [width]  # iteration 1, slot 0: the first update's end_step (fences)
         for idx in range(n):
             c = cs[idx]
-            stop = k - 1 if id(reqs[idx]) in left_out else k
+            stop = k - 1 if left_out and id(reqs[idx]) in left_out else k
             if stop > 0 and first[idx]:
                 events.append(idx + 1)
             # (while loops: compiled, a range with a variable step is a generic object)

@@ -114,37 +114,48 @@ class KVCacheManager:
             hit.append(bid)
         return hit, len(hit) * bs
 
-    def _num_blocks_to_allocate(self, request_id: str, num_tokens: int, hit: list[int]) -> int:
-        """New blocks to take from the pool, counting hit blocks that must leave the free queue."""
+    def _num_blocks_to_allocate(
+        self, request_id: str, num_tokens: int, num_hit: int, num_evictable: int
+    ) -> int:
+        """New blocks to take from the pool, counting the `num_evictable` hit blocks (of `num_hit`)
+        that must leave the free queue."""
         held = len(self.req_to_blocks.get(request_id, ()))
-        need = max(cdiv(num_tokens, self.block_size) - len(hit) - held, 0)
-        if hit:
-            ref_cnt = self.pool.ref_cnt
-            need += sum(1 for b in hit if ref_cnt[b] == 0)
-        return need
+        need = cdiv(num_tokens, self.block_size) - num_hit - held
+        return (need if need > 0 else 0) + num_evictable
+
+    def num_evictable(self, hit: list[int]) -> int:
+        """Hit blocks nobody references: adopting them takes them out of the free queue."""
+        ref_cnt = self.pool.ref_cnt
+        n = 0
+        for b in hit:
+            if ref_cnt[b] == 0:
+                n += 1
+        return n
 
     def fits(
         self,
         request: Request,
         need_slot: int,
-        hit: list[int],
+        num_hit: int,
+        num_evictable: int,
         full_sequence_must_fit: bool,
         has_scheduled_reqs: bool,
         free: int,
         reserved_blocks: int = 0,
     ) -> bool:
-        """allocate_slots' admission test against `free` blocks (slots up to `need_slot`, the
-        prefix hits `hit` adopted, `reserved_blocks` left to others): a caller may ask it of a
-        free count other than today's."""
+        """allocate_slots' admission test against `free` blocks (slots up to `need_slot`, the first
+        `num_hit` prefix hits adopted, `num_evictable` of them unreferenced, `reserved_blocks` left
+        to others): a caller may ask it of a free count other than today's, or of a shorter hit."""
         rid = request.request_id
         watermark = 0
         if has_scheduled_reqs and request.status in (RequestStatus.WAITING, RequestStatus.PREEMPTED):
             watermark = self.watermark_blocks
         if full_sequence_must_fit:
             full = min(request.num_tokens, self.max_model_len)
-            if self._num_blocks_to_allocate(rid, full, hit) + watermark > free:
+            if self._num_blocks_to_allocate(rid, full, num_hit, num_evictable) + watermark > free:
                 return False
-        return self._num_blocks_to_allocate(rid, need_slot, hit) + watermark <= free - reserved_blocks
+        need = self._num_blocks_to_allocate(rid, need_slot, num_hit, num_evictable)
+        return need + watermark <= free - reserved_blocks
 
     # ---- allocation ----
     def allocate_slots(
@@ -183,7 +194,10 @@ class KVCacheManager:
         total_computed = min(num_local_computed + num_external_computed_tokens, self.max_model_len)
         need_slot = min(total_computed + num_new_tokens + num_lookahead_tokens, self.max_model_len)
         free, must_fit = self.pool.num_free_blocks, full_sequence_must_fit
-        if not self.fits(request, need_slot, hit, must_fit, has_scheduled_reqs, free, reserved_blocks):
+        evictable = self.num_evictable(hit)
+        if not self.fits(
+            request, need_slot, len(hit), evictable, must_fit, has_scheduled_reqs, free, reserved_blocks
+        ):
             return None
         if blocks is None:
             blocks = self.req_to_blocks[rid] = []

@@ -25,7 +25,7 @@ from schedsim.engine.loop import Engine
 from schedsim.fastforward.commit import commit_metrics
 from schedsim.fastforward.timeline import DecodeCosts, StretchTimes, retime_last, timeline
 from schedsim.policies import FastForwardHooks, Request, RequestOutput, StepPlan, StepResult
-from schedsim.worlds.executor import SimExecutor, SimStep
+from schedsim.worlds.executor import RunnerState, SimExecutor, SimStep
 from schedsim.worlds.inputs import InputStream
 from schedsim.worlds.simpy_world import SimWorld
 
@@ -82,7 +82,8 @@ class FastForward:
             return 0
         least = MIN_QUEUED_JUMP if engine.policy.get_request_counts()[1] else MIN_JUMP
         prev = queue[0] if queue else None
-        limit = self._executor_horizon(world, reqs, prev)
+        runners: list[RunnerState] = []  # each request's, looked up once for the whole stretch
+        limit = self._executor_horizon(world, reqs, prev, runners)
         if limit >= least:
             limit = hooks.horizon(reqs, limit)
         if limit < least:
@@ -98,11 +99,14 @@ class FastForward:
                 skipped = []
         if k < least:
             return 0
-        self._apply(world, reqs, prev, k, times, skipped, take)
+        self._apply(world, reqs, runners, prev, k, times, skipped, take)
         return k
 
-    def _executor_horizon(self, world: SimWorld, reqs: list[Request], prev: InFlight | None) -> int:
-        """Iterations before a running request delivers its EOS (0 where the stretch cannot start)."""
+    def _executor_horizon(
+        self, world: SimWorld, reqs: list[Request], prev: InFlight | None, runners: list[RunnerState]
+    ) -> int:
+        """Iterations before a running request delivers its EOS (0 where the stretch cannot start);
+        fills `runners` with the runner state of each request."""
         executor: SimExecutor = world.executor
         oracle, workers, lag = executor.oracle, executor.workers, world.engine.depth - 1
         scheduled: dict[str, int] = {}
@@ -119,7 +123,7 @@ class FastForward:
                     return 0
             sampled = result.sampled_token_ids
         k = MAX_JUMP
-        info, kv_fail = oracle.info, oracle.kv_fail
+        kv_fail = oracle.kv_fail
         ends = 1 if self.hooks.finishes_in_last_update else 0  # EOS in the last update
         for r in reqs:
             rid = r.request_id
@@ -131,7 +135,8 @@ class FastForward:
                 toks = sampled.get(rid)
                 if toks is None or len(toks) != 1 or rid not in scheduled:
                     return 0
-            last = info[rid][1]
+            runners.append(w)
+            last = w.last
             if r.eos_token_id is not None and not r.ignore_eos and last >= out:
                 horizon = last - out + ends  # delivered positions out .. out + k - 1: EOS at most last
                 if horizon < k:
@@ -144,6 +149,7 @@ class FastForward:
         self,
         world: SimWorld,
         reqs: list[Request],
+        runners: list[RunnerState],
         prev: InFlight | None,
         k: int,
         times: StretchTimes,
@@ -160,10 +166,12 @@ class FastForward:
         out0 = [len(r.output_token_ids) for r in reqs]
         delivered: list[list[int]]
         in_flight: list[int] = []
+        keys: list[int] = [w.key for w in runners]
+        lasts = [w.last for w in runners]
         if prev is None:  # sync: positions out .. out + k - 1, all sampled inside the stretch
-            delivered = oracle.token_rows(reqs, out0, k)
+            delivered = oracle.token_rows(reqs, out0, k, keys, lasts)
         else:  # async: position `out` is the in-flight step's; the last launch stays in flight
-            fresh = oracle.token_rows(reqs, [o + 1 for o in out0], k)
+            fresh = oracle.token_rows(reqs, [o + 1 for o in out0], k, keys, lasts)
             handle: SimStep = prev[0]
             first = handle.result.sampled_token_ids
             delivered = []
@@ -177,8 +185,8 @@ class FastForward:
             oracle.forget(rid)
             workers.pop(rid, None)
         usage = hooks.advance(reqs, k, delivered, skipped)
-        for r in reqs:
-            workers[r.request_id].position += k
+        for w in runners:
+            w.position += k
         for r in skipped:
             workers[r.request_id].position -= 1  # not in the last launch
         engine.num_launched += k

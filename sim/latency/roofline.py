@@ -171,7 +171,7 @@ class RooflineModel:
         """Seconds of each token-count-dependent operator of one layer, on one GPU."""
         work = self.op_work(tokens)
         del work["emb"]
-        return {op: self.work_time(*w, op) for op, w in work.items()}
+        return {op: self.work_time(w[0], w[1], w[2], op) for op, w in work.items()}  # (no *w: a generic call)
 
     def emb(self, tokens: int) -> float:
         """Embedding lookup, once per step."""

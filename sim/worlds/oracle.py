@@ -123,16 +123,20 @@ class WorkloadOracle:
 
     def tokens(self, req: Request, first: int, count: int) -> list[int]:
         """`token` at positions first .. first + count - 1, the same formula as one list (jumps)."""
-        return self.token_rows([req], [first], count)[0]
+        key, last = self.info[req.request_id]
+        return self.token_rows([req], [first], count, [key], [last])[0]
 
-    def token_rows(self, reqs: list[Request], firsts: list[int], count: int) -> list[list[int]]:
-        """`tokens` of many requests at once (jumps: one row of `count` tokens per request)."""
-        info, span = self.info, self.span
+    def token_rows(
+        self, reqs: list[Request], firsts: list[int], count: int, keys: list[int], lasts: list[int]
+    ) -> list[list[int]]:
+        """`tokens` of many requests at once (jumps: one row of `count` tokens per request), given
+        each one's `info` (key, EOS position) as the runner holds it: no lookup by id."""
+        span = self.span
         rows: list[list[int]] = []
         span64: i64 = span
         n: i64 = count
         for j in range(len(reqs)):  # (compiled, an indexed loop beats zip)
-            key: i64 = info[reqs[j].request_id][0]  # converted once, not per token
+            key: i64 = keys[j]  # converted once, not per token
             pos: i64 = firsts[j]
             row: list[Any] = [None] * count
             # synthetic_token inlined, every operand native (compiled: no call; only the token is boxed)
@@ -147,7 +151,7 @@ class WorkloadOracle:
             if (eos is not None and eos >= 3 and eos in row) or (stops and not set(stops).isdisjoint(row)):
                 row[:] = [self.token(req, first + p) for p in range(count)]  # ids token() remaps
             elif eos is not None and not req.ignore_eos:
-                last = info[req.request_id][1]
+                last = lasts[j]
                 if first <= last < first + count:
                     row[last - first] = eos
         return rows

@@ -167,7 +167,8 @@ def test_token_rows_equal_token_for_mixed_requests(count: int) -> None:
         o.add(r.request_id, target)
     o.info["a"] = (to_i64((1 << 64) - 2), 1)  # a key at the top of the range: the grid must wrap
     firsts = [0, 7, 25, 38]
-    rows = o.token_rows(reqs, firsts, count)
+    keys, lasts = zip(*(o.info[r.request_id] for r in reqs), strict=True)
+    rows = o.token_rows(reqs, firsts, count, list(keys), list(lasts))
     for r, first, row in zip(reqs, firsts, rows, strict=True):
         assert row == [o.token(r, first + j) for j in range(count)], r.request_id
 

@@ -146,3 +146,29 @@ def test_simulated_requests_share_prefix_through_the_policy():
     assert plan.context_lens == {"a": 14, "b": 8, "c": 0}
     assert plan.block_ids["b"][:2] == plan.block_ids["a"][:2]
     p.check_invariants()
+
+
+def test_fits_counts_a_cut_hit_and_its_unreferenced_blocks():
+    """fits at a cut of the prefix hit (the fast-forward's head certificate) asks what
+    allocate_slots would ask of that shorter hit: new blocks, plus the hit blocks that leave the
+    free queue."""
+    kv = KVCacheManager(20, 4, 64)  # 19 usable blocks
+    a = req("a", list(range(16)))
+    assert kv.allocate_slots(a, 16) is not None
+    a.num_computed_tokens = 16
+    kv.cache_blocks(a, 16)
+    kv.free(a)  # its four blocks stay cached, unreferenced, at the back of the free queue
+    b = req("b", list(range(16)) + [99] * 8)  # 24 tokens, six blocks; hit: a's first four
+    hit, _ = kv.get_computed_blocks(b)
+    assert len(hit) == 4 and kv.num_evictable(hit) == 4
+    free = kv.num_free_blocks
+    assert free == 19
+    # whole hit: 6 - 4 new blocks + 4 leaving the free queue = 6; cut after 1: 5 + 1 = 6
+    for j in (4, 1, 0):
+        assert kv.fits(b, 24, j, kv.num_evictable(hit[:j]), False, False, 6)
+        assert not kv.fits(b, 24, j, kv.num_evictable(hit[:j]), False, False, 5)
+    c = req("c", list(range(16)) + [7] * 8)
+    assert kv.allocate_slots(c, 8, 16, hit) is not None  # c now references the hit blocks
+    assert kv.num_evictable(hit) == 0
+    assert kv.fits(b, 24, 4, 0, False, False, 2) and not kv.fits(b, 24, 4, 0, False, False, 1)
+    assert kv.num_free_blocks == free - 6
