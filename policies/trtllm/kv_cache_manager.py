@@ -29,10 +29,9 @@ its batches) adds a block instead; its usage then stays at 1.
 
 from __future__ import annotations
 
-from collections import OrderedDict
-
 from .block_keys import BlockKey
 from .errors import KvCacheExhaustedError
+from .eviction_policy import LRUEvictionPolicy
 from .radix_tree import KVCacheBlock, LookupNode, RadixTree
 
 FIRST_BLOCK_ID = 1  # block 0 stays unused, as the simulator's and the real executor's null block
@@ -113,9 +112,7 @@ class KVCacheManager:
         self.enable_partial_reuse = enable_partial_reuse
         self.copy_on_partial_reuse = copy_on_partial_reuse
         self.blocks = [KVCacheBlock(i) for i in range(num_blocks + FIRST_BLOCK_ID)]
-        self.free_queue: OrderedDict[int, None] = OrderedDict(
-            (i, None) for i in range(FIRST_BLOCK_ID, num_blocks + FIRST_BLOCK_ID)
-        )
+        self.free_queue = LRUEvictionPolicy(self.blocks[FIRST_BLOCK_ID:])
         self.tree = RadixTree(tokens_per_block)
         self.sequences: dict[str, GenerationRequest] = {}
         # (source, destination) block ids whose KV a partial reuse copies; the policy drains it
@@ -127,12 +124,12 @@ class KVCacheManager:
     @property
     def num_free_blocks(self) -> int:
         """getNumFreeBlocks: blocks no sequence holds (reusable ones included)."""
-        return len(self.free_queue)
+        return self.free_queue.num_free
 
     @property
     def usage(self) -> float:
         """Fraction of the configured pool some sequence holds (1 once a growable one exceeds it)."""
-        return min(1.0, (self.num_blocks - len(self.free_queue)) / self.pool_blocks)
+        return min(1.0, (self.num_blocks - self.free_queue.num_free) / self.pool_blocks)
 
     def get_block_ids(self, request_id: str) -> list[int]:
         """The sequence's block table, empty when it has none (live list: copy it to keep it)."""
@@ -152,25 +149,16 @@ class KVCacheManager:
         """Tokens the sequence's blocks are sized for."""
         return self.sequences[request_id].num_tokens
 
-    # ---- the free queue (LRUEvictionPolicy, one priority level) ----
-    def _claim(self, block: KVCacheBlock) -> None:
-        """A reused block leaves the free queue, if it was there."""
-        self.free_queue.pop(block.block_id, None)
-
-    def _release(self, block: KVCacheBlock) -> None:
-        """A block nobody holds goes to the back of the free queue."""
-        self.free_queue[block.block_id] = None
-
+    # ---- the free queue ----
     def _get_free_block(self) -> KVCacheBlock:
         """getFreeBlock: the front of the free queue, evicted from the tree with its subtree."""
-        if not self.free_queue:
+        if not self.free_queue.num_free:
             if not self.growable:
                 raise KvCacheExhaustedError("no free KV block left")
             self.blocks.append(KVCacheBlock(len(self.blocks)))
             self.num_blocks += 1
             return self.blocks[-1]
-        block_id, _ = self.free_queue.popitem(last=False)
-        block = self.blocks[block_id]
+        block = self.free_queue.get_free_block()
         self.tree.free_block_and_all_descendants(block)
         return block
 
@@ -186,9 +174,9 @@ class KVCacheManager:
         bs = self.tokens_per_block
         num_blocks = -(-input_length // bs)
         needed = self.free_blocks_needed(input_length, keys)
-        if needed > len(self.free_queue) and not self.growable:
+        if needed > self.free_queue.num_free and not self.growable:
             raise KvCacheExhaustedError(
-                f"sequence {request_id} needs {needed} free KV blocks, {len(self.free_queue)} are free"
+                f"sequence {request_id} needs {needed} free KV blocks, {self.free_queue.num_free} are free"
             )
         seq = self.sequences[request_id] = GenerationRequest(request_id, input_length)
         if not self.enable_block_reuse:
@@ -211,7 +199,7 @@ class KVCacheManager:
                 continue
             matched += n
             if not partial:
-                self._claim(block)
+                self.free_queue.claim(block)
                 search = block.node
                 seq.hold(block)
                 continue
@@ -221,7 +209,7 @@ class KVCacheManager:
                 block = fresh
             else:
                 self.tree.detach(block)  # freeLeafBlock: the sequence takes it over
-                self._claim(block)
+                self.free_queue.claim(block)
             seq.hold(block)
             search = None
         return matched
@@ -250,7 +238,7 @@ class KVCacheManager:
         """addToken: the sequence grows by one token; a new block starts every tokens_per_block."""
         seq = self.sequences[request_id]
         if seq.num_tokens % self.tokens_per_block == 0:
-            if not self.free_queue and not self.growable:
+            if not self.free_queue.num_free and not self.growable:
                 raise KvCacheExhaustedError(f"sequence {request_id} needs a new KV block, none is free")
             seq.hold(self._get_free_block())
         seq.num_tokens += 1
@@ -278,7 +266,7 @@ class KVCacheManager:
             seq.cache_block_ids.pop()
             block.ref_count -= 1
             if block.ref_count == 0:
-                self._release(block)
+                self.free_queue.release(block)
 
     def store_blocks(self, request_id: str, keys: list[BlockKey]) -> int:
         """storeBlocks over the sequence's first len(keys) blocks; returns how many were inserted."""
@@ -299,7 +287,7 @@ class KVCacheManager:
             if block.ref_count > 0:
                 block.ref_count -= 1
             if block.ref_count == 0:
-                self._release(block)
+                self.free_queue.release(block)
 
     # ---- prefix reuse ----
     def analyze_prefix_reuse(self, full_keys: list[BlockKey]) -> PrefixReuseSummary:
@@ -312,7 +300,7 @@ class KVCacheManager:
     # ---- the scheduling view ----
     def start_scheduling(self) -> None:
         """startScheduling: the simulated free count starts at the real one."""
-        self.scheduling_free = len(self.free_queue)
+        self.scheduling_free = self.free_queue.num_free
         self._scheduling_refs = {}
 
     def scheduling_remove_sequence(self, request_id: str) -> None:
@@ -354,7 +342,7 @@ class KVCacheManager:
         return (
             {rid: [b.block_id for b in seq.blocks] for rid, seq in self.sequences.items()},
             {rid: seq.num_tokens for rid, seq in self.sequences.items()},
-            list(self.free_queue),
+            self.free_queue.block_ids(),
             [b.ref_count for b in self.blocks],
             self.num_blocks,
             tree(self.tree.root),
@@ -375,13 +363,14 @@ class KVCacheManager:
         for block in self.blocks[FIRST_BLOCK_ID:]:
             held = refs.get(block.block_id, 0)
             assert block.ref_count == held, f"block {block.block_id}: ref count {block.ref_count} != {held}"
-            assert (held == 0) == (block.block_id in self.free_queue), (
-                f"block {block.block_id}: held by {held} sequences, in the free queue: "
-                f"{block.block_id in self.free_queue}"
+            queued = self.free_queue.is_free(block)
+            assert (held == 0) == queued, (
+                f"block {block.block_id}: held by {held} sequences, in the free queue: {queued}"
             )
             node = block.node
             assert node is None or node.block is block, (
                 f"block {block.block_id}: its tree node holds another block"
             )
-        assert len(self.free_queue) + len(refs) == self.num_blocks, "KV blocks not conserved"
+        assert self.free_queue.num_free + len(refs) == self.num_blocks, "KV blocks not conserved"
+        assert self.free_queue.num_free == len(self.free_queue.block_ids()), "free queue miscounted"
         self.tree.check_index()

@@ -15,16 +15,19 @@ from .block_keys import BlockKey, first_token, key_len, key_tokens
 
 
 class KVCacheBlock:
-    """One KV block: its id, how many sequences hold it, and where it sits in the tree (if anywhere)."""
+    """One KV block: its id, how many sequences hold it, where it sits in the tree (if anywhere) and
+    its neighbours in the free queue (None while a sequence holds it)."""
 
-    __slots__ = ("block_id", "ref_count", "is_full", "node")
+    __slots__ = ("block_id", "ref_count", "is_full", "node", "prev_free", "next_free")
 
     def __init__(self, block_id: int) -> None:
-        """A fresh block: unreferenced, not in the tree."""
+        """A fresh block: unreferenced, not in the tree, not queued."""
         self.block_id = block_id
         self.ref_count = 0
         self.is_full = False
         self.node: LookupNode | None = None
+        self.prev_free: KVCacheBlock | None = None
+        self.next_free: KVCacheBlock | None = None
 
     @property
     def is_leaf(self) -> bool:

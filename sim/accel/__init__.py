@@ -44,6 +44,7 @@ COMPILED_MODULES = (
     "schedsim.policies.trtllm.prefix_aware",
     "schedsim.policies.trtllm.block_keys",
     "schedsim.policies.trtllm.radix_tree",
+    "schedsim.policies.trtllm.eviction_policy",
     "schedsim.policies.trtllm.kv_cache_manager",
     "schedsim.policies.trtllm.kv_accounting",
     "schedsim.policies.trtllm.capacity",

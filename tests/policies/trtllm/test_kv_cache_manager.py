@@ -29,9 +29,9 @@ def manager(blocks: int = 8) -> KVCacheManager:
 def test_fresh_blocks_come_from_the_front_and_release_goes_last_first_to_the_back():
     kv = manager(4)
     assert kv.add_sequence("a", 6, [toks(1, 2, 3, 4), toks(5)]) == 0
-    assert kv.get_block_ids("a") == [1, 2] and list(kv.free_queue) == [3, 4]
+    assert kv.get_block_ids("a") == [1, 2] and kv.free_queue.block_ids() == [3, 4]
     kv.remove_sequence("a", None)
-    assert list(kv.free_queue) == [3, 4, 2, 1]
+    assert kv.free_queue.block_ids() == [3, 4, 2, 1]
     kv.check_invariants()
 
 
