@@ -39,20 +39,28 @@ def append_tokens(
     """Append sampled tokens until a stop condition; returns the newly delivered ones and the finish.
 
     Positions a pause truncated were already streamed to the client: regenerating them is recompute,
-    not new output, so only positions past the delivered high-water mark are returned.
+    not new output, so only positions past the delivered high-water mark are returned (the sampled
+    list itself when all of it is new).
     """
     request = req.request
-    delivered: list[int] = []
+    outs = request.output_token_ids
+    start = len(outs)
+    status: RequestStatus | None = None
+    n = 0
     for tok in tokens:
-        if len(request.output_token_ids) >= req.num_delivered:
-            delivered.append(tok)
-            req.num_delivered += 1
-        request.output_token_ids.append(tok)
+        outs.append(tok)
+        n += 1
         status = stop_reason(request, tok)
         if status is None and (
             req.max_num_generated_tokens >= req.max_new_tokens or request.num_tokens >= max_model_len
         ):
             status = RequestStatus.FINISHED_LENGTH_CAPPED
         if status is not None:
-            return delivered, status
-    return delivered, None
+            break
+    streamed = req.num_delivered - start  # of the appended positions, those streamed before a pause
+    if streamed <= 0:
+        req.num_delivered += n
+        return (tokens if n == len(tokens) else tokens[:n]), status
+    if streamed < n:
+        req.num_delivered += n - streamed
+    return tokens[streamed:n], status

@@ -195,7 +195,8 @@ class RadixTree:
         node = self.root
         need_match = True
         stored = 0
-        for key, block in zip(keys, blocks, strict=False):  # the keys may cover fewer blocks
+        for i in range(min(len(keys), len(blocks))):  # the keys may cover fewer blocks
+            key, block = keys[i], blocks[i]
             if need_match:
                 own = block.node  # the sequence's block, stored here already: the match, unhashed
                 if own is not None and own.parent is node and own.key == key:
