@@ -209,15 +209,16 @@ class SGLangFastForward(BaselineFastForward):
 
     def in_flight_plan(self, reqs: list[Request]) -> SGLangStepPlan:
         """The decode plan the stretch's last schedule() made (it stays in flight after the jump)."""
-        slots = self.policy.pool.slot_of
+        slots: dict[str, int] = self.policy.pool.slot_of  # (typed: the policy is read as Any)
         plan = SGLangStepPlan(step_id=self.policy.step_id - 1, forward_mode="decode")
         for r in reqs:
             rid = r.request_id
+            slot = slots[rid]
             plan.num_scheduled_tokens[rid] = 1
             plan.context_lens[rid] = r.num_computed_tokens - 1
-            plan.req_pool_indices[rid] = slots[rid]
+            plan.req_pool_indices[rid] = slot
             if self.lag:
-                plan.future_token_slots[rid] = slots[rid]  # its input token is still in flight
+                plan.future_token_slots[rid] = slot  # its input token is still in flight
         plan.total_num_scheduled_tokens = len(reqs)
         plan.block_table = self.kv.get_block_ids
         plan.finished_req_ids = []
