@@ -57,10 +57,6 @@ def append_tokens(
             status = RequestStatus.FINISHED_LENGTH_CAPPED
         if status is not None:
             break
-    streamed = req.num_delivered - start  # of the appended positions, those streamed before a pause
-    if streamed <= 0:
-        req.num_delivered += n
-        return (tokens if n == len(tokens) else tokens[:n]), status
-    if streamed < n:
-        req.num_delivered += n - streamed
-    return tokens[streamed:n], status
+    skip = min(max(req.num_delivered - start, 0), n)  # appended positions streamed before a pause
+    req.num_delivered += n - skip
+    return (tokens if skip == 0 and n == len(tokens) else tokens[skip:n]), status
