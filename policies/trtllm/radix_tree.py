@@ -73,14 +73,14 @@ class LookupNode:
 
     def remove_child(self, key: BlockKey) -> None:
         """The child under `key` leaves the tree."""
-        child = self.children.pop(key)
         index = self.by_first_token
         if index is not None:
             first = first_token(key)
             siblings = index[first]
-            siblings.remove(child)
+            siblings.remove(self.children[key])
             if not siblings:
                 del index[first]
+        del self.children[key]  # (compiled: a subscript deletion, where `pop` is a method call)
 
     def children_starting_with(self, token: int) -> list[LookupNode]:
         """The children whose key starts with `token`, in `children`' order."""
