@@ -166,7 +166,11 @@ class TrtllmFastForward:
         return self.waiters_stay
 
     def _steady(self, req: LlmRequest) -> bool:
-        """A decoding request whose next step is one token, delivered, with nothing else attached."""
+        """A decoding request whose next step is one token, delivered, with nothing else attached.
+
+        Its sequence then holds its computed tokens (an invariant of every generation outside a
+        step in flight, `check_policy_invariants`), so the pool is not asked.
+        """
         r = req.request
         out = len(r.output_token_ids)
         return (
@@ -186,7 +190,6 @@ class TrtllmFastForward:
             and not r.num_stale_output_tokens
             and not r.is_prefill_chunk
             and r.num_computed_tokens == r.prompt_len + out - 1
-            and self.kv.num_tokens(r.request_id) == r.num_computed_tokens
         )
 
     def reported_finished_ids(self) -> list[str]:

@@ -107,7 +107,9 @@ class TrtllmPolicy:
         self.waiting: deque[LlmRequest] = deque()  # the executor queue: not yet seen by the schedulers
         self.active: list[LlmRequest] = []
         self.requests: dict[str, LlmRequest] = {}
-        self.inflight: dict[str, tuple[int, int]] = {}  # id -> (non-draft tokens, drafts) scheduled
+        # inflight_req_ids: requests in a step still on the device (what it computes for each: its
+        # LlmRequest's scheduled_tokens and scheduled_drafts)
+        self.inflight: set[str] = set()
         self.release_after_step: dict[str, LlmRequest] = {}  # aborted while their step runs
         self.finished_req_ids: list[str] = []  # reported in the next plan
         self.iter_counter = 0  # PyExecutor's: the plan's step id
@@ -312,7 +314,8 @@ class TrtllmPolicy:
                 plan.resumed_req_ids.append(rid)
             request.status = RequestStatus.RUNNING
             req.has_run = True
-        self.inflight[rid] = (base, drafts)
+        self.inflight.add(rid)
+        req.scheduled_tokens, req.scheduled_drafts = base, drafts
 
     # ---- results ----
     def update_from_output(self, plan: StepPlan, result: StepResult) -> list[RequestOutput]:
@@ -324,16 +327,20 @@ class TrtllmPolicy:
         failed_kv_load_ids = result.failed_kv_load_ids
         draft_token_ids = result.draft_token_ids
         max_model_len = self.config.max_model_len
+        inflight = self.inflight
         for rid in plan.num_scheduled_tokens:
             req = self.requests.get(rid)
-            scheduled = self.inflight.pop(rid, None)
-            if req is None or scheduled is None:
+            scheduled = rid in inflight
+            if scheduled:
+                inflight.discard(rid)
+            if req is None or not scheduled:
                 gone = self.release_after_step.pop(rid, None)
                 if gone is not None:
                     self.resources.free_resources(gone)
                     self.keys.drop(rid)
                 continue
-            base, drafts = scheduled
+            base, drafts = req.scheduled_tokens, req.scheduled_drafts
+            req.scheduled_tokens = req.scheduled_drafts = 0
             if failed_kv_load_ids and rid in failed_kv_load_ids:
                 self._kv_load_failed(req, drafts)
                 continue  # nothing computed: the same tokens are scheduled again
@@ -437,7 +444,7 @@ class TrtllmPolicy:
         else:
             self.waiting.remove(req)
         del self.requests[rid]
-        self.inflight.pop(rid, None)
+        self.inflight.discard(rid)
         self.finished_req_ids.append(rid)
 
     def check_invariants(self) -> None:

@@ -88,6 +88,8 @@ class LlmRequest:
         "num_delivered",
         "llm_request_type",
         "first_gen_token",
+        "scheduled_tokens",
+        "scheduled_drafts",
         "request_id",
         "lora_task_id",
         "beam_width",
@@ -128,6 +130,9 @@ class LlmRequest:
         # generation-only: the token the context phase sampled (context_phase_params.first_gen_tokens),
         # appended when the request turns into a generation after its KV arrived
         self.first_gen_token = -1
+        # what the step in flight computes for it: non-draft tokens and drafts (0 with none in flight)
+        self.scheduled_tokens = 0
+        self.scheduled_drafts = 0
         # ---- identity and workload flags (fixed for the request's life) ----
         self.request_id: str = request.request_id
         # LoRA adapter id; None sorts first, as C++'s nullopt does.

@@ -161,7 +161,7 @@ def _sglang_state(policy) -> tuple | None:
 
 
 def _trtllm_state(policy) -> tuple | None:
-    """TensorRT-LLM's own state: every LlmRequest field, the active order, counters, in-flight map."""
+    """TensorRT-LLM's own state: every LlmRequest field, the active order, counters, in-flight ids."""
     if not hasattr(policy, "capacity_policy"):
         return None
     # every attribute and derived property (methods excluded), interpreted or compiled
@@ -172,7 +172,7 @@ def _trtllm_state(policy) -> tuple | None:
     return (
         reqs,
         queued,
-        dict(policy.inflight),
+        sorted(policy.inflight),
         list(policy.finished_req_ids),
         policy.iter_counter,
         dataclasses.astuple(policy.stats),
