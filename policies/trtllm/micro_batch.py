@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from .chunking import ChunkingPolicy, chunk_compute, set_ctx_requests_chunk_size
@@ -86,7 +85,7 @@ class MicroBatchScheduler:
             )
         return cost
 
-    def schedule(self, fitting: Sequence[LlmRequest], inflight_ids: Collection[str]) -> MicroBatch:
+    def schedule(self, fitting: list[LlmRequest], inflight_ids: set[str]) -> MicroBatch:
         """One pass selects; a second hands the leftover budget to the contexts via the chunking policy."""
         contexts: list[LlmRequest] = []
         generations: list[LlmRequest] = []

@@ -194,6 +194,7 @@ class RadixTree:
         spare, bs = self.spare, self.tokens_per_block
         node = self.root
         need_match = True
+        fresh = False  # `node` was added by this walk: it has no children to look up
         stored = 0
         for i in range(min(len(keys), len(blocks))):  # the keys may cover fewer blocks
             key, block = keys[i], blocks[i]
@@ -209,7 +210,8 @@ class RadixTree:
             if block.node is not None:
                 self.free_block_and_all_descendants(block)
             block.is_full = key_len(key, bs) == bs
-            child = node.children.get(key)
+            child = None if fresh else node.children.get(key)
+            fresh = child is None
             if child is None:
                 child = node.add_child(key, spare)
             if child.block is None:
