@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..plan import StepPlan
+from ..request import Request
 from .config import VllmConfig
 from .scheduler import Scheduler
 
@@ -30,20 +31,18 @@ class AsyncScheduler(Scheduler):
         # reusable read-only placeholder list for speculative decoding
         self._spec_token_placeholders: list[int] = [-1] * config.num_spec_tokens
 
-    def _update_after_schedule(self, plan: StepPlan) -> None:
+    def _update_after_schedule(self, plan: StepPlan, scheduled: list[Request]) -> None:
         """Scheduler's hook, then 1 + drafts output placeholders and K draft placeholders for
         every request that samples (is not a prefill chunk)."""
-        super()._update_after_schedule(plan)
+        super()._update_after_schedule(plan, scheduled)
         spec = plan.spec_decode_tokens
-        requests = self.requests
         pending = False
-        for rid in plan.num_scheduled_tokens:
-            request = requests[rid]
+        for request in scheduled:
             if request.is_prefill_chunk:
                 continue
             owed = request.num_output_placeholders
             pending = pending or (request.structured_output and owed > 0)
-            drafts = spec.get(rid) if spec else None
+            drafts = spec.get(request.request_id) if spec else None
             request.num_output_placeholders = owed + 1 + (len(drafts) if drafts else 0)
             # Draft placeholders: the real drafts stay with the executor.
             request.spec_token_ids = self._spec_token_placeholders

@@ -447,16 +447,22 @@ class Scheduler:
             plan.kv_reqs_to_recv, plan.kv_reqs_to_send = self.connector.build_connector_meta()
         if self.config.defer_block_free and total > 0:
             self.kv.begin_step()
-        self._update_after_schedule(plan)
+        scheduled = st.scheduled_running + st.new + st.resumed
+        assert len(scheduled) == len(st.num_scheduled), "a scheduled request is in no list"
+        self._update_after_schedule(plan, scheduled)
         return plan
 
-    def _update_after_schedule(self, plan: StepPlan) -> None:
-        """Computed tokens advance at schedule time (optimistically); outputs settle later."""
-        requests = self.requests
+    def _update_after_schedule(self, plan: StepPlan, scheduled: list[Request]) -> None:
+        """Computed tokens advance at schedule time (optimistically); outputs settle later.
+
+        `scheduled`: the plan's requests (the running, then the admitted), walked instead of
+        looking each plan entry's request up by id.
+        """
+        num_scheduled = plan.num_scheduled_tokens
         seq = self.kv.sched_step_seq if self.config.defer_block_free else None
         has_so = False
-        for rid, n in plan.num_scheduled_tokens.items():
-            request = requests[rid]
+        for request in scheduled:
+            n = num_scheduled[request.request_id]
             request.num_computed_tokens += n
             request.num_in_flight_tokens += n
             if seq is not None:
@@ -467,8 +473,7 @@ class Scheduler:
             has_so |= request.structured_output and not request.is_prefill_chunk
         plan.has_structured_output_requests = has_so
         if self.connector is not None and self._inflight_prefills:
-            for rid in plan.num_scheduled_tokens:
-                request = requests[rid]
+            for request in scheduled:
                 if not request.is_prefill_chunk:
                     self._inflight_prefills.discard(request)
         self.finished_req_ids = []
