@@ -80,6 +80,8 @@ def check_policy_invariants(policy: TrtllmPolicy) -> None:
     assert live == set(policy.requests), "active list, executor queue and request map disagree"
     assert len(live) == len(policy.active) + len(policy.waiting), "a request is queued twice"
     assert len(policy.active) <= policy.max_num_active_requests, "more active requests than the cap"
+    started = sum(1 for r in policy.active if r.has_run)
+    assert policy.num_started == started, f"num_started {policy.num_started}, {started} active have run"
     tc = policy.transceiver
     in_transit = set(tc.sending) | set(tc.release_after_transfer)
     stray = set(policy.kv.sequences) - live - set(policy.release_after_step) - in_transit

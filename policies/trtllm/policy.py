@@ -106,6 +106,7 @@ class TrtllmPolicy:
         self.max_num_active_requests = config.effective_max_batch_size * config.num_micro_batches
         self.waiting: deque[LlmRequest] = deque()  # the executor queue: not yet seen by the schedulers
         self.active: list[LlmRequest] = []
+        self.num_started = 0  # active requests run since their (re)admission (`has_run`)
         self.requests: dict[str, LlmRequest] = {}
         # inflight_req_ids: requests in a step still on the device (what it computes for each: its
         # LlmRequest's scheduled_tokens and scheduled_drafts)
@@ -218,7 +219,7 @@ class TrtllmPolicy:
 
     def get_request_counts(self) -> tuple[int, int]:
         """(running, waiting): running = admitted and executed since its last (re)admission."""
-        running = sum(1 for r in self.active if r.has_run)
+        running = self.num_started
         return running, len(self.active) + len(self.waiting) - running
 
     def kv_usage(self) -> float:
@@ -289,6 +290,8 @@ class TrtllmPolicy:
         """Release the blocks (stored with the tokens as they are), then LlmRequest::pause."""
         self.transceiver.forget(req.request_id)
         self.resources.free_resources(req)
+        if req.has_run:
+            self.num_started -= 1
         lost = pause(req, self.config.effective_max_input_len)
         self.keys.truncate(req.request_id, req.prompt_len)
         req.expected_snapshot_points = self._snapshot_points(req.prompt_len)
@@ -314,6 +317,7 @@ class TrtllmPolicy:
                 plan.resumed_req_ids.append(rid)
             request.status = RequestStatus.RUNNING
             req.has_run = True
+            self.num_started += 1
         self.inflight.add(rid)
         req.scheduled_tokens, req.scheduled_drafts = base, drafts
 
@@ -408,6 +412,8 @@ class TrtllmPolicy:
         request, rid = req.request, req.request_id
         request.status = status
         self.active.remove(req)
+        if req.has_run:
+            self.num_started -= 1
         del self.requests[rid]
         self.finished_req_ids.append(rid)
         self.transceiver.send_ctx_cache(req)
@@ -441,6 +447,8 @@ class TrtllmPolicy:
             self.keys.drop(rid)
         if req in self.active:
             self.active.remove(req)
+            if req.has_run:
+                self.num_started -= 1
         else:
             self.waiting.remove(req)
         del self.requests[rid]
