@@ -37,7 +37,7 @@ def pause(req: LlmRequest, max_input_len: int) -> int:
     req.prepopulated_prompt_len = 0
     req.context_chunk_size = req.prompt_len
     req.estimated_reusable_tokens = 0
-    req.draft_tokens.clear()
+    req.draft_tokens = ()
     req.has_run = False
     req.recompute_watermark = max(req.recompute_watermark, min(had_kv, req.prompt_len))
     request.num_pauses += 1

@@ -244,7 +244,7 @@ class TrtllmPolicy:
             req = self.requests.get(rid)
             if req is not None and req.is_generation_in_progress_state:
                 room = req.max_new_tokens - req.max_num_generated_tokens - 1
-                req.draft_tokens = list(ids[: max(min(req.request.num_spec_tokens, room), 0)])
+                req.draft_tokens = tuple(ids[: max(min(req.request.num_spec_tokens, room), 0)])
                 req.request.spec_token_ids = list(req.draft_tokens)
 
     # ---- scheduling ----
@@ -370,8 +370,8 @@ class TrtllmPolicy:
             new_tokens, finish = append_tokens(req, sampled, max_model_len)
             if finish is None and req.is_context_only_request:
                 finish = RequestStatus.FINISHED_LENGTH_CAPPED  # the context phase is all it runs
-            if req.draft_tokens:  # most steps carry no drafts: keep the empty lists
-                req.draft_tokens = []
+            if req.draft_tokens:
+                req.draft_tokens = ()
             if req.request.spec_token_ids:
                 req.request.spec_token_ids = []
             if draft_token_ids and rid in draft_token_ids and finish is None:
@@ -420,7 +420,7 @@ class TrtllmPolicy:
 
     def _kv_load_failed(self, req: LlmRequest, drafts: int) -> None:
         """Nothing of the step landed: a first chunk gives its blocks back, a generation its tokens."""
-        req.draft_tokens.clear()
+        req.draft_tokens = ()
         req.request.spec_token_ids = []
         if req.is_context_init_state and req.is_first_context_chunk:
             self.resources.undo_sequence(req)

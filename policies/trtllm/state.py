@@ -118,7 +118,9 @@ class LlmRequest:
         self.context_chunk_size = context_chunk_size
         self.prepopulated_prompt_len = 0
         self.estimated_reusable_tokens = 0
-        self.draft_tokens: list[int] = []
+        # drafts attached for the next step; a tuple, so a request without any holds the shared
+        # empty one (read every step for every request, never a cold object of its own)
+        self.draft_tokens: tuple[int, ...] = ()
         self.expected_snapshot_points = expected_snapshot_points
         # True once the request has been handed to the executor at least once since (re)admission.
         self.has_run = False
@@ -277,4 +279,4 @@ class LlmRequest:
     def discard_draft_tokens(self, n: int) -> None:
         """Drop the last n drafts (they would need another KV block)."""
         if n > 0:
-            del self.draft_tokens[max(0, len(self.draft_tokens) - n) :]
+            self.draft_tokens = self.draft_tokens[: max(0, len(self.draft_tokens) - n)]

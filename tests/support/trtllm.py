@@ -24,7 +24,7 @@ def ctx(
     request.num_computed_tokens = pos
     req.context_chunk_size = prompt - pos
     req.estimated_reusable_tokens = reusable
-    req.draft_tokens = [5] * drafts
+    req.draft_tokens = (5,) * drafts
     if pos:
         request.status = RequestStatus.RUNNING
         req.has_run = True
@@ -49,7 +49,7 @@ def gen(
     req.state = LlmRequestState.GENERATION_IN_PROGRESS
     req.context_current_position = prompt
     req.context_chunk_size = 0
-    req.draft_tokens = [5] * drafts
+    req.draft_tokens = (5,) * drafts
     req.has_run = True
     return req
 
