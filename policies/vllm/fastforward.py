@@ -75,7 +75,7 @@ class VllmFastForward(FastForwardBase):
                 or r.structured_output
                 or r.stop_token_ids
                 or r.num_spec_tokens
-                or (r.spec_token_ids and not lag)
+                or (not lag and r.spec_token_ids)  # (async ignores them: not read)
                 or r.num_computed_tokens != r.prompt_len + len(r.output_token_ids) - 1 + lag
                 or (frontier and r.request_id in frontier)
             ):
