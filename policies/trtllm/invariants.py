@@ -52,6 +52,9 @@ def _check_request(policy: TrtllmPolicy, req: LlmRequest) -> None:
             request.max_tokens, policy.config.max_model_len - request.prompt_len
         ), f"{rid}: folding changed prompt + max_new_tokens"
     in_flight = rid in policy.inflight
+    assert (req.scheduled_tokens > 0) == in_flight, (
+        f"{rid}: {req.scheduled_tokens} scheduled tokens, in flight: {in_flight}"
+    )
     if req.is_context_init_state:
         assert request.num_tokens == req.prompt_len, f"{rid}: context request with unfolded outputs"
         assert 0 <= req.context_current_position <= req.prompt_len, f"{rid}: cursor out of range"
