@@ -211,14 +211,19 @@ class SGLangFastForward(BaselineFastForward):
         """The decode plan the stretch's last schedule() made (it stays in flight after the jump)."""
         slots: dict[str, int] = self.policy.pool.slot_of  # (typed: the policy is read as Any)
         plan = SGLangStepPlan(step_id=self.policy.step_id - 1, forward_mode="decode")
+        scheduled = plan.num_scheduled_tokens
+        for r in reqs:
+            scheduled[r.request_id] = 1
+        # the other tables have the same keys: copies of it, overwritten, cost less than fresh
+        # inserts (no resizing)
+        plan.context_lens = context = scheduled.copy()
+        plan.req_pool_indices = pool = scheduled.copy()
         for r in reqs:
             rid = r.request_id
-            slot = slots[rid]
-            plan.num_scheduled_tokens[rid] = 1
-            plan.context_lens[rid] = r.num_computed_tokens - 1
-            plan.req_pool_indices[rid] = slot
-            if self.lag:
-                plan.future_token_slots[rid] = slot  # its input token is still in flight
+            context[rid] = r.num_computed_tokens - 1
+            pool[rid] = slots[rid]
+        if self.lag:
+            plan.future_token_slots = pool.copy()  # every input token is still in flight
         plan.total_num_scheduled_tokens = len(reqs)
         plan.block_table = self.kv.get_block_ids
         plan.finished_req_ids = []

@@ -40,7 +40,7 @@ from ..plan import RequestOutput, StepPlan
 from ..request import Request, RequestStatus
 from .capacity import CapacitySchedulerPolicy
 from .kv_cache_manager import NO_REUSE
-from .lifecycle import stop_reason
+from .lifecycle import finish_after
 from .micro_batch import sort_by_lora
 from .state import LlmRequest, LlmRequestState, LlmRequestType
 
@@ -215,11 +215,7 @@ class TrtllmFastForward:
         for r in reqs:
             req = p.requests[r.request_id]
             token = r.output_token_ids[-1]
-            status = stop_reason(r, token)
-            if status is None and (
-                req.max_num_generated_tokens >= req.max_new_tokens or r.num_tokens >= max_model_len
-            ):
-                status = RequestStatus.FINISHED_LENGTH_CAPPED
+            status = finish_after(req, token, max_model_len)
             if status is not None:
                 finishing[r.request_id] = status
                 outputs.append(RequestOutput(r.request_id, [token], status))

@@ -33,6 +33,18 @@ def stop_reason(request: Request, token: int) -> RequestStatus | None:
     return None
 
 
+def finish_after(req: LlmRequest, token: int, max_model_len: int) -> RequestStatus | None:
+    """The finish `token`, just appended, brings: a stop (EOS, stop token), else the output cap or
+    max_model_len."""
+    request = req.request
+    status = stop_reason(request, token)
+    if status is None and (
+        req.max_num_generated_tokens >= req.max_new_tokens or request.num_tokens >= max_model_len
+    ):
+        status = RequestStatus.FINISHED_LENGTH_CAPPED
+    return status
+
+
 def append_tokens(
     req: LlmRequest, tokens: list[int], max_model_len: int
 ) -> tuple[list[int], RequestStatus | None]:
@@ -50,11 +62,7 @@ def append_tokens(
     for tok in tokens:
         outs.append(tok)
         n += 1
-        status = stop_reason(request, tok)
-        if status is None and (
-            req.max_num_generated_tokens >= req.max_new_tokens or request.num_tokens >= max_model_len
-        ):
-            status = RequestStatus.FINISHED_LENGTH_CAPPED
+        status = finish_after(req, tok, max_model_len)
         if status is not None:
             break
     skip = min(max(req.num_delivered - start, 0), n)  # appended positions streamed before a pause

@@ -36,7 +36,7 @@ from .fastforward import TrtllmFastForward
 from .invariants import check_policy_invariants
 from .kv_accounting import KvAccounting
 from .kv_cache_manager import KVCacheManager
-from .lifecycle import advance_context, append_tokens
+from .lifecycle import advance_context, append_tokens, finish_after
 from .micro_batch import ContextChunkingConfig, MicroBatchScheduler
 from .pause import pause
 from .resource_manager import ResourceManager
@@ -367,7 +367,13 @@ class TrtllmPolicy:
                 req.request.num_computed_tokens += accepted
             if accepted + 1 < len(sampled):
                 sampled = sampled[: accepted + 1]  # the rejected drafts' tokens are not kept
-            new_tokens, finish = append_tokens(req, sampled, max_model_len)
+            outs = req.request.output_token_ids
+            if len(sampled) == 1 and req.num_delivered == len(outs):  # append_tokens' common case
+                outs.append(sampled[0])
+                req.num_delivered += 1
+                new_tokens, finish = sampled, finish_after(req, sampled[0], max_model_len)
+            else:
+                new_tokens, finish = append_tokens(req, sampled, max_model_len)
             if finish is None and req.is_context_only_request:
                 finish = RequestStatus.FINISHED_LENGTH_CAPPED  # the context phase is all it runs
             if req.draft_tokens:

@@ -168,11 +168,11 @@ class VllmFastForward(FastForwardBase):
     def in_flight_plan(self, reqs: list[Request]) -> StepPlan:
         """The plan the last schedule() of a stretch made (it stays in flight after the jump)."""
         scheduled: dict[str, int] = {}
-        context: dict[str, int] = {}
         for r in reqs:
-            rid = r.request_id
-            scheduled[rid] = 1
-            context[rid] = r.num_computed_tokens - 1
+            scheduled[r.request_id] = 1
+        context = scheduled.copy()  # the same keys: a copy overwritten costs less than fresh inserts
+        for r in reqs:
+            context[r.request_id] = r.num_computed_tokens - 1
         plan = StepPlan(
             step_id=self.sched.current_step - 1,
             num_scheduled_tokens=scheduled,

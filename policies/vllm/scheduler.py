@@ -48,7 +48,6 @@ class _StepState:
         "resumed",
         "prefill_scheduled",
         "threshold",
-        "context",
     )
 
     def __init__(self, budget: int, threshold: int) -> None:
@@ -56,7 +55,6 @@ class _StepState:
         self.input_budget = budget
         self.num_scheduled: dict[str, int] = {}
         self.spec: dict[str, list[int]] = {}
-        self.context: dict[str, int] = {}
         self.scheduled_running: list[Request] = []
         self.preempted: list[Request] = []
         self.new: list[Request] = []
@@ -143,7 +141,7 @@ class Scheduler:
         max_model_len = self.config.max_model_len
         running = self.running
         kv = self.kv
-        num_scheduled, context, spec_out = st.num_scheduled, st.context, st.spec
+        num_scheduled, spec_out = st.num_scheduled, st.spec
         threshold = st.threshold
         token_budget, input_budget = st.token_budget, st.input_budget
         draft_slots, lookahead = self.draft_slots, self.num_lookahead_tokens
@@ -191,7 +189,6 @@ class Scheduler:
             if request.is_prefill_chunk:
                 st.prefill_scheduled = True
             num_scheduled[rid] = num_new
-            context[rid] = computed
             token_budget -= num_new
             input_budget -= num_new + draft_slots
             if self.recompute_frontier:
@@ -230,7 +227,6 @@ class Scheduler:
                     st.token_budget += n
                     st.input_budget += n + self.draft_slots
                     st.spec.pop(victim.request_id, None)
-                    st.context.pop(victim.request_id, None)
             else:
                 running.pop()
             self._preempt_request(victim)
@@ -421,7 +417,6 @@ class Scheduler:
         """Charge the budgets for an admitted request."""
         rid = request.request_id
         st.num_scheduled[rid] = num_new
-        st.context[rid] = context
         st.token_budget -= num_new
         st.input_budget -= num_new + self.draft_slots
         if self.recompute_frontier:
@@ -435,7 +430,9 @@ class Scheduler:
             step_id=self.current_step - 1,
             num_scheduled_tokens=st.num_scheduled,
             total_num_scheduled_tokens=total,
-            context_lens=st.context,
+            # the contexts, filled by _update_after_schedule: a copy of a dict with the same keys,
+            # overwritten, costs less than inserting them afresh (no resizing)
+            context_lens=st.num_scheduled.copy(),
             spec_decode_tokens=st.spec,
             new_req_ids=[r.request_id for r in st.new],
             resumed_req_ids=[r.request_id for r in st.resumed],
@@ -453,16 +450,19 @@ class Scheduler:
         return plan
 
     def _update_after_schedule(self, plan: StepPlan, scheduled: list[Request]) -> None:
-        """Computed tokens advance at schedule time (optimistically); outputs settle later.
+        """The plan takes each request's context, then computed tokens advance at schedule time
+        (optimistically); outputs settle later.
 
         `scheduled`: the plan's requests (the running, then the admitted), walked instead of
         looking each plan entry's request up by id.
         """
-        num_scheduled = plan.num_scheduled_tokens
+        num_scheduled, context = plan.num_scheduled_tokens, plan.context_lens
         seq = self.kv.sched_step_seq if self.config.defer_block_free else None
         has_so = False
         for request in scheduled:
-            n = num_scheduled[request.request_id]
+            rid = request.request_id
+            n = num_scheduled[rid]
+            context[rid] = request.num_computed_tokens  # before this step
             request.num_computed_tokens += n
             request.num_in_flight_tokens += n
             if seq is not None:

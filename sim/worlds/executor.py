@@ -22,14 +22,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any
 
 from mypy_extensions import i64
 from schedsim.latency.base import StepShape
 from schedsim.policies import Request, StepPlan, StepResult
 from schedsim.worlds.oracle import WorkloadOracle, synthetic_token, verifiable_drafts
-
-NO_TOKENS: Final[list[int]] = []  # a placeholder: _play gives every scheduled request its own list
 
 
 class SimStep:
@@ -103,20 +101,19 @@ class SimExecutor:
         self, plan: StepPlan, requests: Mapping[str, Request], step: int = -1, defer_sampling: bool = False
     ) -> SimStep:
         """Compute the step's sampled tokens and shape now; the world times its completion."""
-        # one entry per scheduled request, in plan order (the dict sized once, filled by _play)
-        result = StepResult(
-            step_id=plan.step_id, sampled_token_ids=dict.fromkeys(plan.num_scheduled_tokens, NO_TOKENS)
-        )
+        result = StepResult(step_id=plan.step_id)  # _play adds each scheduled request's tokens, in plan order
         handle = SimStep(step, plan, result, 0.0, defer_sampling=defer_sampling)
         if not plan.num_scheduled_tokens:
             return handle
         shape = StepShape()
-        plain: list[int] = []  # the decodes' contexts, for a plan without drafts
+        # the decodes' contexts of a plan without drafts, kept only for a model that needs them
+        plain_step_time = self.plain_step_time
+        plain: list[int] | None = [] if plain_step_time is None else None
         ctx_sum = self._play(plan, requests, result, shape, plain, handle)
-        if self.plain_step_time is not None and not handle.num_spec_tokens:
-            handle.gpu_time = float(self.plain_step_time(shape.prefills, handle.num_decode_reqs, ctx_sum))
+        if plain_step_time is not None and not handle.num_spec_tokens:
+            handle.gpu_time = float(plain_step_time(shape.prefills, handle.num_decode_reqs, ctx_sum))
         else:
-            if plain:
+            if plain:  # (None with drafts too: then the decodes are in the shape already)
                 shape.decodes = [(ctx, 0) for ctx in plain]
             handle.gpu_time = float(self.latency_model.step_time(shape))
         if self.draft_latency_model is not None:
@@ -156,12 +153,13 @@ class SimExecutor:
         requests: Mapping[str, Request],
         result: StepResult,
         shape: StepShape,
-        plain: list[int],
+        plain: list[int] | None,
         h: SimStep,
     ) -> int:
         """Classify each scheduled request and sample its tokens (the simulator's hot loop); returns
         the decodes' context sum. The decodes of a plan without drafts go to `plain` (their contexts)
-        instead of the shape: such a step needs only their count and sum (`plain_step_time`)."""
+        instead of the shape, or nowhere (`plain` None): such a step needs only their count and sum
+        (`plain_step_time`)."""
         oracle, spec, ctxs = self.oracle, plan.spec_decode_tokens, plan.context_lens
         sampled, drafts = result.sampled_token_ids, result.draft_token_ids
         prefills, decodes = shape.prefills, shape.decodes
@@ -183,7 +181,7 @@ class SimExecutor:
             if new == 1 and (ctx >= prompt or k):
                 if spec:
                     decodes.append((ctx, k))
-                else:
+                elif plain is not None:
                     plain.append(ctx)
                 num_dec += 1
                 ctx_sum += ctx
