@@ -311,7 +311,7 @@ def dry_run_aot(args: argparse.Namespace, env: dict[str, str], log: Tee) -> dict
 def check_stage_code(env: dict[str, str], log: Tee) -> None:
     """Import the stages' module as a stage process would (catches a broken stage before a GPU)."""
     probe = subprocess.run(
-        [sys.executable, "-c", "import gpu_check_stages as s, gpu_microbench; print(', '.join(s.STAGES))"],
+        [sys.executable, "-c", "import gpu_check_stages as s; s.check_files(); print(', '.join(s.STAGES))"],
         cwd=STAGES_SCRIPT.parent,
         env=env,
         capture_output=True,

@@ -4,6 +4,8 @@ one stage, not the run):
     python bench/gpu_check_stages.py STAGE --out DIR --work DIR --json FIGURES.json [--quick]
 
 Each stage prints its figures as it goes and writes them as JSON; a raised error fails the stage.
+Everything a stage uses is imported here, so the dry run's import of this module catches a renamed
+module or helper before a GPU is spent on it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+from gpu_microbench import (
+    AttentionShape,
+    attention_ms,
+    decode_bandwidth,
+    gemm_ceiling_tflops,
+    hbm_ceiling_gbs,
+    prefill_throughput,
+)
+from schedsim.backend import ExecutorConfig, ModelConfig, RealExecutor, build_model
+from schedsim.backend.calibrate import CalibrationGrid, measure_steps
+from schedsim.backend.forward_check import TOLERANCE, check_paged_forward
+from schedsim.backend.kernels import get_ops
+from schedsim.backend.kernels import reference as ref
+from schedsim.backend.kernels.attention_tuning import AttentionTuning
+from schedsim.backend.kernels.specialization import compiled_variants
+
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from support.backend import REAL_SEQS, attention_inputs, max_err  # noqa: E402 - tests/ on the path first
+
 # The schedsim CLI, importable from a link tree or an install alike (no console script needed).
 CLI = [sys.executable, "-c", "import sys; from schedsim.cli.main import main; sys.exit(main(sys.argv[1:]))"]
 
@@ -81,15 +103,6 @@ def stage_aot(ctx: StageContext) -> dict[str, Any]:
 def stage_kernels(ctx: StageContext) -> dict[str, Any]:
     """Compiled kernels against the torch references at real shapes, fp32/bf16/fp16, and the bf16
     forward of Llama-8B-shaped layers against the dense fp32 forward."""
-    import torch
-
-    sys.path.insert(0, str(ROOT / "tests" / "backend"))
-    from backend_helpers import REAL_SEQS, attention_inputs, max_err
-    from schedsim.backend import ModelConfig, build_model
-    from schedsim.backend.forward_check import TOLERANCE, check_paged_forward
-    from schedsim.backend.kernels import get_ops
-    from schedsim.backend.kernels import reference as ref
-
     ops, figures, failed = get_ops("triton"), {}, []
     tol = {torch.float32: 1e-4, torch.float16: 4e-3, torch.bfloat16: 3e-2}
     batches = {
@@ -140,16 +153,6 @@ def stage_kernels(ctx: StageContext) -> dict[str, Any]:
 
 def stage_microbench(ctx: StageContext) -> dict[str, Any]:
     """Ceilings, decode GB/s against HBM, prefill TFLOP/s against flash SDPA, a few tunings."""
-    import torch
-    from gpu_microbench import (
-        AttentionShape,
-        decode_bandwidth,
-        gemm_ceiling_tflops,
-        hbm_ceiling_gbs,
-        prefill_throughput,
-    )
-    from schedsim.backend.kernels.attention_tuning import AttentionTuning
-
     hbm, gemm = hbm_ceiling_gbs(), gemm_ceiling_tflops()
     say(f"HBM copy ceiling {hbm:.0f} GB/s; bf16 GEMM ceiling {gemm:.0f} TFLOP/s")
     out: dict[str, Any] = {"hbm_ceiling_gb_s": hbm, "gemm_bf16_tflops": gemm}
@@ -173,19 +176,16 @@ def stage_microbench(ctx: StageContext) -> dict[str, Any]:
             f"{out[name]['time_vs_sdpa']:.2f}x its time"
         )
     if not ctx.quick:
-        out["prefill_tunings"] = _prefill_tunings(prefills["prefill_4x2k"], AttentionTuning)
-        out["decode_tunings"] = _decode_tunings(decodes["decode_b64_ctx2k"], hbm, AttentionTuning)
+        out["prefill_tunings"] = _prefill_tunings(prefills["prefill_4x2k"])
+        out["decode_tunings"] = _decode_tunings(decodes["decode_b64_ctx2k"], hbm)
     return out
 
 
-def _prefill_tunings(shape: Any, tuning_cls: Any) -> dict[str, float]:
+def _prefill_tunings(shape: AttentionShape) -> dict[str, float]:
     """TFLOP/s of alternative prefill block shapes (BLOCK_M, BLOCK_N, warps, stages)."""
-    import torch
-    from gpu_microbench import attention_ms
-
     out = {}
     for m, n, w, s in ((128, 64, 8, 3), (128, 128, 8, 2), (64, 64, 4, 3), (128, 32, 8, 4), (64, 128, 4, 2)):
-        tuning = tuning_cls(prefill_block_m=m, prefill_block_n=n, prefill_warps=w, prefill_stages=s)
+        tuning = AttentionTuning(prefill_block_m=m, prefill_block_n=n, prefill_warps=w, prefill_stages=s)
         try:
             ms = attention_ms(shape, torch.bfloat16, tuning)
             out[f"m{m}_n{n}_w{w}_s{s}"] = shape.causal_flops() / ms / 1e9
@@ -196,14 +196,11 @@ def _prefill_tunings(shape: Any, tuning_cls: Any) -> dict[str, float]:
     return out
 
 
-def _decode_tunings(shape: Any, hbm: float, tuning_cls: Any) -> dict[str, float]:
+def _decode_tunings(shape: AttentionShape, hbm: float) -> dict[str, float]:
     """Fraction of HBM of alternative decode tiles (BLOCK_N, warps, stages)."""
-    import torch
-    from gpu_microbench import decode_bandwidth
-
     out = {}
     for n, w, s in ((64, 4, 3), (32, 4, 4), (128, 4, 2), (64, 8, 3), (128, 8, 3)):
-        tuning = tuning_cls(decode_block_n=n, decode_warps=w, decode_stages=s)
+        tuning = AttentionTuning(decode_block_n=n, decode_warps=w, decode_stages=s)
         try:
             out[f"n{n}_w{w}_s{s}"] = decode_bandwidth(shape, torch.bfloat16, hbm, tuning)["fraction_of_hbm"]
         except Exception as exc:  # noqa: BLE001 - as above
@@ -215,8 +212,6 @@ def _decode_tunings(shape: Any, hbm: float, tuning_cls: Any) -> dict[str, float]
 
 def _small_executor(dtype: str = "bf16") -> Any:
     """The `small` preset on CUDA with the Triton kernels, warmed up."""
-    from schedsim.backend import ExecutorConfig, RealExecutor
-
     ex = RealExecutor.from_config(
         ExecutorConfig(
             model="small", block_size=16, num_blocks=20000, device="cuda", dtype=dtype, ops="triton"
@@ -228,9 +223,6 @@ def _small_executor(dtype: str = "bf16") -> Any:
 
 def stage_recompile(ctx: StageContext) -> dict[str, Any]:
     """Kernel variants compiled after warmup while step shapes vary (must stay 0)."""
-    from schedsim.backend.calibrate import CalibrationGrid, measure_steps
-    from schedsim.backend.kernels.specialization import compiled_variants
-
     ex = _small_executor()
     before = compiled_variants()
     grid = CalibrationGrid(
@@ -255,8 +247,6 @@ def stage_recompile(ctx: StageContext) -> dict[str, Any]:
 
 def stage_host_device(ctx: StageContext) -> dict[str, Any]:
     """Per step shape: host time (packing inputs, enqueueing kernels) against device time."""
-    from schedsim.backend.calibrate import CalibrationGrid, measure_steps
-
     ex = _small_executor()
     grid = CalibrationGrid(
         prefill_tokens=(0, 512, 2048),
@@ -377,14 +367,7 @@ def stage_validate(ctx: StageContext) -> dict[str, Any]:
 
 def stage_tests(ctx: StageContext) -> dict[str, Any]:
     """The backend tests with the kernels compiled for CUDA (pass/fail counts)."""
-    files = ["tests/backend/test_backend_gpu.py"]
-    if not ctx.quick:
-        files += [
-            "tests/backend/test_backend_attention.py",
-            "tests/backend/test_backend_kernels.py",
-            "tests/backend/test_backend_executor.py",
-            "tests/backend/test_backend_validation.py",
-        ]
+    files = TEST_FILES[: 1 if ctx.quick else None]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", *files]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -393,6 +376,23 @@ def stage_tests(ctx: StageContext) -> dict[str, Any]:
     if proc.returncode:
         raise AssertionError(f"pytest rc {proc.returncode}: {counts}")
     return counts
+
+
+# The GPU tests first (the quick run's only file), then the backend tests that run on CUDA when it is there.
+TEST_FILES = [
+    "tests/backend/test_gpu.py",
+    "tests/backend/test_attention.py",
+    "tests/backend/test_kernels.py",
+    "tests/backend/test_executor.py",
+    "tests/backend/test_validation.py",
+]
+
+
+def check_files() -> None:
+    """Every test file the tests stage names exists (a renamed one is caught by the dry run)."""
+    missing = [f for f in TEST_FILES if not (ROOT / f).is_file()]
+    if missing:
+        raise FileNotFoundError(f"gpu_check_stages: test files not found: {missing}")
 
 
 STAGES = {

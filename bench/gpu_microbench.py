@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from schedsim.backend.kernels import AttentionMetadata
+from schedsim.backend.kernels.launch import run_all
+from schedsim.backend.kernels.triton_attention import DEFAULT_TUNING, plan_paged_attention
 
 
 @dataclass(frozen=True)
@@ -77,8 +80,6 @@ def gemm_ceiling_tflops(n: int = 8192) -> float:
 
 def paged_inputs(shape: AttentionShape, dtype: torch.dtype, device: str = "cuda") -> tuple[Any, ...]:
     """q, caches and metadata of `shape`, pages shuffled through the block table."""
-    from schedsim.backend.kernels import AttentionMetadata
-
     pages = -(-shape.seq_len // shape.page)
     g = torch.Generator(device=device).manual_seed(0)
     blocks = torch.randperm(shape.seqs * pages, device=device, generator=g).to(torch.int32) + 1
@@ -102,9 +103,6 @@ def paged_inputs(shape: AttentionShape, dtype: torch.dtype, device: str = "cuda"
 
 def attention_ms(shape: AttentionShape, dtype: torch.dtype, tuning: Any = None) -> float:
     """Median milliseconds of one paged-attention call (launch plan built once, outside the timing)."""
-    from schedsim.backend.kernels.launch import run_all
-    from schedsim.backend.kernels.triton_attention import DEFAULT_TUNING, plan_paged_attention
-
     q, kc, vc, meta = paged_inputs(shape, dtype)
     out = torch.empty_like(q)
     plan = plan_paged_attention(q, kc, vc, meta, shape.head_dim**-0.5, out, tuning or DEFAULT_TUNING)
