@@ -149,6 +149,17 @@ class BlockKeys:
             else:
                 keys.append(own + idx * bs)
 
+    def private_root(self, request: Request) -> int | None:
+        """The key of the request's first block when only its own keys reach its blocks (no token
+        ids, no trace hashes: every prompt key is a stand-in of its own, every output block hangs
+        below them) and that block was full at every store (a prompt longer than one block), else
+        None."""
+        if request.prompt_token_ids is not None or request.prompt_block_hashes:
+            return None
+        if request.prompt_len <= self.tokens_per_block:
+            return None
+        return self._request_base(request.request_id)
+
     def keys(self, request: Request, num_tokens: int) -> list[BlockKey]:
         """chopVectorIntoBlocks with partial blocks allowed: full keys, then the partial tail."""
         bs = self.tokens_per_block

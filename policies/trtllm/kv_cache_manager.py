@@ -16,7 +16,8 @@ subtree. What each call does:
 - `store_blocks(rid, keys)`: storeBlocks over the sequence's blocks (storeContextBlocks and the
   store at release use it).
 - `remove_sequence(rid, keys)`: releaseBlocks: store (when keys are given), then release the blocks
-  last first.
+  last first. `remove_private_sequence(rid, root_key)`: the same for a finished request that only
+  its own keys reach, its subtree pruned instead of stored (nobody could reuse it).
 - `analyze_prefix_reuse(full_keys)`: the first block not stored, and how many are.
 - `start_scheduling` / `scheduling_remove_sequence` / `scheduling_has_free_blocks`: the scheduling view
   max-utilization probes (shared blocks free only with their last holder).
@@ -288,6 +289,15 @@ class KVCacheManager:
                 block.ref_count -= 1
             if block.ref_count == 0:
                 self.free_queue.release(block)
+
+    def remove_private_sequence(self, request_id: str, root_key: BlockKey) -> None:
+        """releaseBlocks for a finished request whose blocks only its own keys reach (`root_key`,
+        its first block's): storing them would make them reusable by nobody, so its subtree
+        leaves the tree instead and its blocks are released last first, unstored. No lookup can
+        tell the difference; their eviction later finds them out of the tree already."""
+        if self.enable_block_reuse:
+            self.tree.prune(root_key)
+        self.remove_sequence(request_id, None)
 
     # ---- prefix reuse ----
     def analyze_prefix_reuse(self, full_keys: list[BlockKey]) -> PrefixReuseSummary:

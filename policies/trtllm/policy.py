@@ -340,7 +340,7 @@ class TrtllmPolicy:
             if req is None or not scheduled:
                 gone = self.release_after_step.pop(rid, None)
                 if gone is not None:
-                    self.resources.free_resources(gone)
+                    self.resources.release_finished(gone)
                     self.keys.drop(rid)
                 continue
             base, drafts = req.scheduled_tokens, req.scheduled_drafts
@@ -449,7 +449,7 @@ class TrtllmPolicy:
             self.kv.remove_sequence(rid, None)
             self.keys.drop(rid)
         elif not receiving:
-            self.resources.free_resources(req)
+            self.resources.release_finished(req)
             self.keys.drop(rid)
         if req in self.active:
             self.active.remove(req)

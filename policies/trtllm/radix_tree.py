@@ -184,6 +184,30 @@ class RadixTree:
             self.detach(descendant)
         self.detach(block)
 
+    def prune(self, key: BlockKey) -> None:
+        """The root's child under `key` and everything below it leave the tree; their blocks stay
+        where they are (free or held) but are no longer reusable."""
+        root = self.root
+        top = root.children.get(key)
+        if top is None:
+            return
+        root.remove_child(key)
+        retired = self.retired
+        pending = [top]
+        while pending:
+            node = pending.pop()
+            block = node.block
+            if block is not None:
+                block.node = None
+                node.block = None
+            children = node.children
+            if children:
+                for child in children.values():
+                    pending.append(child)
+                children.clear()
+            node.by_first_token = None
+            retired.append(node)
+
     def store_blocks(self, keys: list[BlockKey], blocks: list[KVCacheBlock]) -> int:
         """storeBlocks: walk exact matches; from the first miss on, insert the sequence's blocks.
 

@@ -180,6 +180,16 @@ class ResourceManager:
         keys = self.keys.keys(request, request.num_tokens - 1) if kv.enable_block_reuse else None
         kv.remove_sequence(req.request_id, keys)
 
+    def release_finished(self, req: LlmRequest) -> None:
+        """removeSequence at a request's end: as `free_resources`, but a request whose blocks only
+        its own keys reach has them pruned from the tree rather than stored (it never returns)."""
+        kv = self.kv
+        root = self.keys.private_root(req.request) if kv.enable_block_reuse else None
+        if root is None:
+            self.free_resources(req)
+        else:
+            kv.remove_private_sequence(req.request_id, root)
+
     def undo_sequence(self, req: LlmRequest) -> None:
         """A first chunk whose step computed nothing gives its blocks back unstored and starts over."""
         self.kv.remove_sequence(req.request_id, None)

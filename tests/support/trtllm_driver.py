@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hypothesis import strategies as st
 from schedsim.policies import Request, StepPlan, StepResult
 from schedsim.policies.trtllm import TrtllmPolicy
 
@@ -123,3 +124,35 @@ def run_pipelined(
 
 
 BLOCK = 16
+
+
+PREFIXES = [None, (1, 2, 3), (1, 2, 4), (5, 6)]
+
+
+@st.composite
+def workloads(draw):
+    """A few requests, some sharing prefix blocks, arriving over the first steps; plus knobs."""
+    n = draw(st.integers(1, 7))
+    reqs = []
+    for i in range(n):
+        prompt = draw(st.integers(1, 120))
+        prefix = draw(st.sampled_from(PREFIXES))
+        hashes = None if prefix is None else prefix[: prompt // BLOCK]
+        out = draw(st.integers(1, 24))
+        extra = dict(
+            lora_id=draw(st.sampled_from([None, None, 1, 2])),
+            num_spec_tokens=draw(st.sampled_from([0, 0, 2, 3])),
+        )
+        reqs.append((draw(st.integers(0, 8)), i, prompt, out, hashes, extra))
+    largest = max(-(-(p + o) // BLOCK) for _, _, p, o, _, _ in reqs)
+    knobs = dict(
+        num_gpu_blocks=largest + 1 + draw(st.integers(0, 12)),
+        max_num_batched_tokens=draw(st.sampled_from([32, 64, 256])),
+        chunk_unit_size=draw(st.sampled_from([16, 32])),
+        max_num_seqs=draw(st.integers(1, 6)),
+        two_step_lookahead=draw(st.booleans()),
+        enable_prefix_aware_scheduling=draw(st.booleans()),
+        max_input_len=draw(st.sampled_from([None, 130])),
+        max_peft_pages=draw(st.sampled_from([None, 1, 2])),
+    )
+    return reqs, knobs
