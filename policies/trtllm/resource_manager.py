@@ -5,7 +5,10 @@
 generation one token (plus its drafts). Reuse can make a chunk the last one, so the contexts are
 re-binned; then `fit_token_budget` shrinks chunks whose real reuse fell short of the estimate
 the micro-batch scheduler charged. `update_resources` stores the blocks of contexts whose prompt
-is complete; `free_resources` releases a request's sequence, storing its blocks for reuse.
+is complete; `free_resources` releases a request's sequence, storing its blocks for reuse. A
+request whose blocks only its own keys reach (no token ids, no trace hashes) is stored only when it
+releases them and lives on (a pause), and pruned at its end (`release_finished`): nobody else
+could look those blocks up, so no decision changes and the tree holds far fewer nodes.
 
 Where TensorRT-LLM fails (no free block for an allocation, a forward pass over max_num_tokens
 after the trim) this raises the matching `TrtllmFailure`.
@@ -163,16 +166,22 @@ class ResourceManager:
 
     # ---- update / free ----
     def update_resources(self, contexts: list[LlmRequest]) -> None:
-        """storeContextBlocks for each scheduled context whose whole prompt is now computed."""
-        kv = self.kv
+        """storeContextBlocks for each scheduled context whose whole prompt is now computed.
+
+        A request that only its own keys reach is stored later, when it releases its blocks and
+        lives on (a pause): until then only it could look them up, and it does not while it runs;
+        at its end they are pruned anyway (`release_finished`)."""
+        kv, keys = self.kv, self.keys
         if not kv.enable_block_reuse:
             return
         for req in contexts:
             if req.context_remaining_length > 0 or not kv.has_sequence(req.request_id):
                 continue
             request = req.request
+            if keys.private_root(request) is not None:
+                continue
             usable = min(req.context_current_position, request.num_tokens - 1)
-            kv.store_blocks(req.request_id, self.keys.full_keys(request, usable))
+            kv.store_blocks(req.request_id, keys.full_keys(request, usable))
 
     def free_resources(self, req: LlmRequest) -> None:
         """removeSequence: store the blocks of every token but the last (a partial block too), release."""
