@@ -271,8 +271,13 @@ class TrtllmPolicy:
             tc.transmission_complete(batch.generation_requests)
         self.resources.prepare_resources(batch, step)
         plan.kv_block_copies = self.kv.drain_copies()
-        for req in batch.all_requests():
+        scheduled = batch.all_requests()
+        for req in scheduled:
             self._add_to_plan(req, plan)
+        # the scheduled table's copy, overwritten: cheaper than inserting (docs/compiled-core.md, "Dicts")
+        contexts = plan.context_lens = plan.num_scheduled_tokens.copy()
+        for req in scheduled:
+            contexts[req.request_id] = req.request.num_computed_tokens
         if (
             batch.is_empty
             and self.active
@@ -300,14 +305,13 @@ class TrtllmPolicy:
         self.stats.num_truncated_tokens += lost
 
     def _add_to_plan(self, req: LlmRequest, plan: StepPlan) -> None:
-        """Record one scheduled request: its tokens, context length, drafts and block table."""
+        """Record one scheduled request: its tokens, drafts and first-step status."""
         request, rid = req.request, req.request_id
         generation = req.is_generation_in_progress_state
         base = 1 if generation else req.context_chunk_size
         drafts = req.num_draft_tokens if (generation or req.is_last_context_chunk) else 0
         plan.num_scheduled_tokens[rid] = base + drafts
         plan.total_num_scheduled_tokens += base + drafts
-        plan.context_lens[rid] = request.num_computed_tokens
         if drafts:
             plan.spec_decode_tokens[rid] = list(req.draft_tokens)
         if not req.has_run:  # new or resumed: WAITING or PREEMPTED until its first step
