@@ -1,7 +1,7 @@
 """TensorRT-LLM's KV cache manager (kvCacheManager.cpp's KVCacheManager / WindowBlockManager, one window).
 
-Each sequence is a `GenerationRequest` (its blocks, their ids, its token count), one lookup per
-call. Blocks are free when no sequence holds them; a free block may still be in the lookup tree, and
+Each sequence is a `GenerationRequest` (its blocks and its token count), one lookup per call;
+its block ids (`cacheBlockIds`) are read off its blocks when a plan's block table is asked for. Blocks are free when no sequence holds them; a free block may still be in the lookup tree, and
 is reusable until evicted. The free queue is the LRU eviction policy at one priority level: a
 released block goes to the back, `getFreeBlock` takes the front and evicts it with its whole
 subtree. What each call does:
@@ -64,23 +64,20 @@ NO_REUSE = PrefixReuseSummary()
 
 
 class GenerationRequest:
-    """One sequence's KV state (kvCacheManager.h's GenerationRequest): its blocks, their ids, its tokens."""
+    """One sequence's KV state (kvCacheManager.h's GenerationRequest): its blocks and its tokens."""
 
-    __slots__ = ("request_id", "num_tokens", "blocks", "cache_block_ids")
+    __slots__ = ("request_id", "num_tokens", "blocks")
 
     def __init__(self, request_id: str, num_tokens: int) -> None:
         """A sequence of `num_tokens` tokens with no blocks yet."""
         self.request_id = request_id
         self.num_tokens = num_tokens  # tokens its blocks are sized for
         self.blocks: list[KVCacheBlock] = []
-        # the same table as block ids, kept in step with blocks: plans hand them out per step
-        self.cache_block_ids: list[int] = []
 
     def hold(self, block: KVCacheBlock) -> None:
         """Append a block to the sequence's table."""
         block.ref_count += 1
         self.blocks.append(block)
-        self.cache_block_ids.append(block.block_id)
 
 
 class KVCacheManager:
@@ -133,9 +130,10 @@ class KVCacheManager:
         return min(1.0, (self.num_blocks - self.free_queue.num_free) / self.pool_blocks)
 
     def get_block_ids(self, request_id: str) -> list[int]:
-        """The sequence's block table, empty when it has none (live list: copy it to keep it)."""
+        """The sequence's block table (cacheBlockIds), empty when it has none: read off its blocks
+        when asked for (only the real backend asks), not kept in step with every block."""
         seq = self.sequences.get(request_id)
-        return [] if seq is None else seq.cache_block_ids
+        return [] if seq is None else [block.block_id for block in seq.blocks]
 
     def num_blocks_of(self, request_id: str) -> int:
         """Blocks the sequence holds."""
@@ -264,7 +262,6 @@ class KVCacheManager:
         seq.num_tokens = n - 1
         if (n - 1) % self.tokens_per_block == 0:
             block = seq.blocks.pop()
-            seq.cache_block_ids.pop()
             block.ref_count -= 1
             if block.ref_count == 0:
                 self.free_queue.release(block)
@@ -367,7 +364,6 @@ class KVCacheManager:
             assert len(blocks) == -(-n // self.tokens_per_block), (
                 f"sequence {rid}: {len(blocks)} blocks for {n} tokens"
             )
-            assert seq.cache_block_ids == [b.block_id for b in blocks], f"sequence {rid}: block ids differ"
             for block in blocks:
                 refs[block.block_id] = refs.get(block.block_id, 0) + 1
         for block in self.blocks[FIRST_BLOCK_ID:]:
