@@ -19,7 +19,7 @@ that truncates the request's tokens drops the keys past the cut.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from typing import Final
 
 from ..request import Request
@@ -159,6 +159,15 @@ class BlockKeys:
         if request.prompt_len <= self.tokens_per_block:
             return None
         return self._request_base(request.request_id)
+
+    def first_key_only(self, request: Request, stored_roots: Container[BlockKey]) -> list[BlockKey] | None:
+        """[its first key] for a request that only its own keys reach with none of its blocks
+        stored (`stored_roots`: the tree's first-level keys): every walk over its keys stops at the
+        first, so the rest need not be built; else None."""
+        root = self.private_root(request)
+        if root is None or root in stored_roots:
+            return None
+        return [root]
 
     def keys(self, request: Request, num_tokens: int) -> list[BlockKey]:
         """chopVectorIntoBlocks with partial blocks allowed: full keys, then the partial tail."""

@@ -33,8 +33,11 @@ class KvAccounting:
         """One walk over the full blocks of the request's tokens."""
         if not self.kv.enable_block_reuse:
             return NO_REUSE
-        request = req.request
-        return self.kv.analyze_prefix_reuse(self.keys.full_keys(request, request.num_tokens))
+        request, kv = req.request, self.kv
+        keys = self.keys.first_key_only(request, kv.stored_roots)
+        if keys is None:
+            keys = self.keys.full_keys(request, request.num_tokens)
+        return kv.analyze_prefix_reuse(keys)
 
     # ---- block needs ----
     def needed_blocks_one_step(

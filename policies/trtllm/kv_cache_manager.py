@@ -1,8 +1,9 @@
 """TensorRT-LLM's KV cache manager (kvCacheManager.cpp's KVCacheManager / WindowBlockManager, one window).
 
 Each sequence is a `GenerationRequest` (its blocks and its token count), one lookup per call;
-its block ids (`cacheBlockIds`) are read off its blocks when a plan's block table is asked for. Blocks are free when no sequence holds them; a free block may still be in the lookup tree, and
-is reusable until evicted. The free queue is the LRU eviction policy at one priority level: a
+its block ids (`cacheBlockIds`) are read off its blocks when a plan's block table is asked for.
+Blocks are free when no sequence holds them; a free block may still be in the lookup tree, and is
+reusable until evicted. The free queue is the LRU eviction policy at one priority level: a
 released block goes to the back, `getFreeBlock` takes the front and evicts it with its whole
 subtree. What each call does:
 
@@ -29,6 +30,8 @@ its batches) adds a block instead; its usage then stays at 1.
 """
 
 from __future__ import annotations
+
+from collections.abc import Container
 
 from .block_keys import BlockKey
 from .errors import KvCacheExhaustedError
@@ -128,6 +131,11 @@ class KVCacheManager:
     def usage(self) -> float:
         """Fraction of the configured pool some sequence holds (1 once a growable one exceeds it)."""
         return min(1.0, (self.num_blocks - self.free_queue.num_free) / self.pool_blocks)
+
+    @property
+    def stored_roots(self) -> Container[BlockKey]:
+        """The keys of the tree's first level (a walk over a request's keys starts there)."""
+        return self.tree.root.children
 
     def get_block_ids(self, request_id: str) -> list[int]:
         """The sequence's block table (cacheBlockIds), empty when it has none: read off its blocks

@@ -16,7 +16,7 @@ after the trim) this raises the matching `TrtllmFailure`.
 
 from __future__ import annotations
 
-from .block_keys import BlockKeys
+from .block_keys import BlockKey, BlockKeys
 from .errors import KvCacheExhausted, KvCacheExhaustedError, TokenBudgetExceeded
 from .kv_cache_manager import KVCacheManager
 from .scheduled_requests import ScheduledRequests
@@ -97,7 +97,10 @@ class ResourceManager:
     def add_sequence(self, req: LlmRequest) -> None:
         """addSequence for the whole (effective) prompt; reuse sets the prepopulated length."""
         kv, request = self.kv, req.request
-        keys = self.keys.keys(request, req.prompt_len - 1) if kv.enable_block_reuse else []
+        keys: list[BlockKey] = []
+        if kv.enable_block_reuse:
+            first = self.keys.first_key_only(request, kv.stored_roots)
+            keys = self.keys.keys(request, req.prompt_len - 1) if first is None else first
         reused = kv.add_sequence(req.request_id, req.prompt_len, keys)
         if kv.enable_block_reuse:
             req.set_prepopulated_prompt_len(reused, kv.tokens_per_block)
