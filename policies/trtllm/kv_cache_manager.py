@@ -300,8 +300,7 @@ class KVCacheManager:
         its first block's): storing them would make them reusable by nobody, so its subtree
         leaves the tree instead and its blocks are released last first, unstored. No lookup can
         tell the difference; their eviction later finds them out of the tree already."""
-        if self.enable_block_reuse:
-            self.tree.prune(root_key)
+        self.tree.prune(root_key)
         self.remove_sequence(request_id, None)
 
     # ---- prefix reuse ----
