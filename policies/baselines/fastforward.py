@@ -47,6 +47,8 @@ class BaselineFastForward(FastForwardBase):
             or len(p.running) > self.config.max_num_batched_tokens
         ):
             return None
+        if p.waiting and not self._admits_none():
+            return None  # (asked before the scan of the batch: after a finish it is the usual no)
         running_status = RequestStatus.RUNNING
         running: list[Request] = p.running
         for r in running:
@@ -62,8 +64,6 @@ class BaselineFastForward(FastForwardBase):
                 or r.num_computed_tokens != r.prompt_len + len(r.output_token_ids) - 1
             ):
                 return None
-        if p.waiting and not self._admits_none():
-            return None
         return running
 
     def _admits_none(self) -> bool:

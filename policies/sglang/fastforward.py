@@ -57,6 +57,10 @@ class SGLangFastForward(BaselineFastForward):
             or len(p.running) > self.config.max_num_batched_tokens
         ):
             return None
+        # the prefill pass first (after a finish it is the usual no), then the scan of the batch
+        fills = bool(p.waiting) and not p.batch_is_full
+        if fills and not self._prefill_fills_batch():
+            return None
         lag = self.lag
         running_status, slots = RequestStatus.RUNNING, p.pool.slot_of
         running: list[Request] = p.running
@@ -74,10 +78,7 @@ class SGLangFastForward(BaselineFastForward):
                 or r.num_computed_tokens != r.prompt_len + len(r.output_token_ids) - 1 + lag
             ):
                 return None
-        if p.waiting and not p.batch_is_full:
-            if not self._prefill_fills_batch():
-                return None
-            self.fills_batch = True
+        self.fills_batch = fills
         return running
 
     def _prefill_fills_batch(self) -> bool:

@@ -78,6 +78,11 @@ class TrtllmFastForward:
             or self.config.max_peft_pages is not None
         ):
             return None
+        # max-requests runs every context it sees: one waiting with a seat free, or one already
+        # active, is admitted by the next schedule (asked first: no scan of the generations)
+        runs_every_context = p.capacity_policy is CapacitySchedulerPolicy.MAX_REQUESTS
+        if runs_every_context and p.waiting and len(p.active) < p.max_num_active_requests:
+            return None
         gens: list[LlmRequest] = []
         first_context = -1  # the active set's first context: the head of what waits
         generations_first = p.capacity_policy is CapacitySchedulerPolicy.MAX_UTILIZATION
@@ -88,7 +93,7 @@ class TrtllmFastForward:
                 if not self._steady(req) or (generations_first and first_context >= 0):
                     return None  # (max-utilization would pause a generation behind a missed context)
                 gens.append(req)
-            elif not self._fresh_context(req):
+            elif runs_every_context or not self._fresh_context(req):
                 return None
             elif first_context < 0:
                 first_context = i

@@ -59,6 +59,8 @@ class VllmFastForward(FastForwardBase):
             or (self.kv.deferred_frees and self._released_blocks() < 0)
         ):
             return None
+        if len(s.waiting) and not self._admits_none():
+            return None  # (asked before the scan of the batch: after a finish it is the usual no)
         lag = self.lag  # outputs in flight per request: 0 sync, 1 async
         running_status = RequestStatus.RUNNING
         # a frontier counts recomputed tokens when its request schedules them: one held by a
@@ -80,8 +82,6 @@ class VllmFastForward(FastForwardBase):
                 or (frontier and r.request_id in frontier)
             ):
                 return None
-        if len(s.waiting) and not self._admits_none():
-            return None
         return s.running
 
     def _admits_none(self) -> bool:
