@@ -127,14 +127,17 @@ class FastForwardBase:
             need = min(j * bs + num_new + demand.lookahead, max_model_len)
             if kv.fits(head, need, j, evictable, demand.full_must_fit, True, free):
                 return False
-        return self._hits_cannot_grow(len(hit), running)  # (last: the one pass over the batch)
+        return self._hits_cannot_grow(head, len(hit), running)  # (last: the one pass over the batch)
 
-    def _hits_cannot_grow(self, h: int, running: list[Request]) -> bool:
-        """No running request can publish a block that extends a prefix hit of h blocks: each
-        one's blocks up to h are published already, or all it publishes from now on is private
-        (outside the hash map; KVCacheManager's lazy_private)."""
+    def _hits_cannot_grow(self, head: Request, h: int, running: list[Request]) -> bool:
+        """No running request can publish a block that extends the head's prefix hit of h blocks:
+        the head's block h is its own (only the head, which runs nothing, could publish it), or
+        each running request's blocks up to h are published already, or all it publishes from
+        now on is private (outside the hash map; KVCacheManager's lazy_private)."""
         kv = self.kv
         cached, bs = kv.num_cached_block, kv.block_size
+        if h >= private_from(head, bs):
+            return True
         for r in running:
             if cached.get(r.request_id, 0) <= h and h < private_from(r, bs):
                 return False
