@@ -384,8 +384,7 @@ class BasePolicy:
     def stop_request(self, req: Request, status: RequestStatus) -> None:
         """A request stopped (sampled stop, or its KV load failed): leave the queues, free, report."""
         if req.status == RequestStatus.RUNNING:  # a queue holds only its own statuses (check_invariants)
-            if req in self.running:  # SGLang: an extend batch's request joins `running` a step later
-                self.running.remove(req)
+            remove_identical(self.running, req)  # (SGLang: an extend batch's request joins it a step later)
         elif req in self.waiting:
             self.waiting.remove(req)
         req.status = status  # finished before its blocks go: nobody maps what only it could hit
@@ -441,3 +440,12 @@ def check_queue_statuses(waiting: Iterable[Request], running: Iterable[Request])
         )
     for req in running:
         assert req.status == RequestStatus.RUNNING, f"{req.request_id}: running as {req.status.name}"
+
+
+def remove_identical(queue: list[Request], req: Request) -> None:
+    """Take `req` out of `queue` if it is there: one pass comparing identities (`in` then
+    `remove` make two, each calling the rich comparison on every request passed)."""
+    for i in range(len(queue)):
+        if queue[i] is req:
+            del queue[i]
+            return
