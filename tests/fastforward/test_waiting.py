@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from schedsim import RunConfig
+from schedsim.policies import Request, make_policy
 from schedsim.traces import cap_tokens, load_workload
 from schedsim.traces.schema import ATTR_PREFIX_BLOCK_SIZE
 from support.fastforward import VLLM_JUMPING, assert_same, assert_same_state_when_stopped
@@ -340,3 +341,23 @@ def test_trtllm_refused_prompt_inside_a_queued_stretch_identical(policy: str) ->
     summary = assert_same(cfg, workload=wl, check_invariants=True)
     assert summary["num_rejected"] == 1
     assert summary["fast_forward_steps"] > summary["num_steps"] * 0.9
+
+
+def test_a_waiting_heads_hit_may_grow_only_through_shared_blocks() -> None:
+    """`_hits_cannot_grow`: a head whose next block is a content block a running request may still
+    publish (token ids: never private) can have its hit grown; a head whose next block is its own
+    (a prompt known only by its length) cannot, whatever runs."""
+    policy = make_policy("vllm", block_size=16, max_model_len=256, num_gpu_blocks=64)
+    running = Request("running", 0.0, 32, 8, prompt_token_ids=list(range(3, 35)))
+    policy.add_request(running)
+    policy.schedule()  # its prompt's two blocks published
+    ff = policy.fast_forward()
+    shared = Request("shared", 1.0, 48, 8, prompt_token_ids=list(range(3, 35)) + [7] * 16)
+    hit, _ = policy.kv.get_computed_blocks(shared)
+    assert len(hit) == 2
+    # block 2 of `running` (its outputs) is unpublished and may match the head's block 2
+    assert not ff._hits_cannot_grow(shared, 2, [running])
+    assert ff._hits_cannot_grow(shared, 1, [running])  # its blocks up to the hit's end are published
+    private = Request("private", 1.0, 48, 8)
+    for h in range(3):  # (a hit on a private head's blocks is its own, kept from before a preemption)
+        assert ff._hits_cannot_grow(private, h, [running])
