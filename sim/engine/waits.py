@@ -25,7 +25,6 @@ torch object; handles are whatever the driver returned from Launch.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +53,7 @@ class Launch:
     def __init__(
         self,
         plan: StepPlan,
-        requests: Mapping[str, Request],
+        requests: dict[str, Request],  # the engine's live requests (compiled: a dict's own lookup)
         step: int,
         defer_sampling: bool = False,
         hold_sampling: bool = False,

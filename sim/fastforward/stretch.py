@@ -27,6 +27,7 @@ from schedsim.fastforward.timeline import DecodeCosts, StretchTimes, retime_last
 from schedsim.policies import FastForwardHooks, Request, RequestOutput, StepPlan, StepResult
 from schedsim.worlds.executor import RunnerState, SimExecutor, SimStep
 from schedsim.worlds.inputs import InputStream
+from schedsim.worlds.oracle import TokenDraw
 from schedsim.worlds.simpy_world import SimWorld
 
 InFlight = tuple[Any, StepPlan, int]  # a batch-queue entry: handle (a SimStep here), plan, index
@@ -163,15 +164,13 @@ class FastForward:
         executor: SimExecutor = world.executor
         oracle = executor.oracle
         idx0 = engine.num_launched
-        out0 = [len(r.output_token_ids) for r in reqs]
         delivered: list[list[int]]
         in_flight: list[int] = []
-        keys: list[int] = [w.key for w in runners]
-        lasts = [w.last for w in runners]
+        draws: list[TokenDraw] = list(runners)
         if prev is None:  # sync: positions out .. out + k - 1, all sampled inside the stretch
-            delivered = oracle.token_rows(reqs, out0, k, keys, lasts)
+            delivered = oracle.token_rows(reqs, draws, 0, k)
         else:  # async: position `out` is the in-flight step's; the last launch stays in flight
-            fresh = oracle.token_rows(reqs, [o + 1 for o in out0], k, keys, lasts)
+            fresh = oracle.token_rows(reqs, draws, 1, k)
             handle: SimStep = prev[0]
             first = handle.result.sampled_token_ids
             delivered = []

@@ -25,7 +25,7 @@ from schedsim.run.workload import PreparedWorkload, load, prepare, select
 from schedsim.worlds.executor import SimExecutor
 from schedsim.worlds.inbox import Inbox
 from schedsim.worlds.inputs import InputStream
-from schedsim.worlds.oracle import WorkloadOracle
+from schedsim.worlds.oracle import WorkloadOracle, request_keys
 from schedsim.worlds.simpy_world import SimWorld
 from tqdm import tqdm
 
@@ -151,11 +151,12 @@ def _arrival_factory(
     """Build (or take) the k-th arrival's Request when it is due; register it with oracle and
     metrics."""
     targets = prep.targets
+    keys = request_keys(oracle.seed, prep.columns.ids) if requests is None else None
 
     def make(k: int) -> Request:
         i = int(rows[k])
         req = prep.request(i) if requests is None else requests[i]
-        oracle.add(req.request_id, int(targets[i]))
+        oracle.add(req.request_id, int(targets[i]), None if keys is None else keys.item(i))
         metrics.admit(i, req)
         return req
 

@@ -21,13 +21,13 @@ adds the drafter's passes after sampling: one over the step's tokens plus one sl
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from mypy_extensions import i64
 from schedsim.latency.base import StepShape
 from schedsim.policies import Request, StepPlan, StepResult
-from schedsim.worlds.oracle import WorkloadOracle, synthetic_token, verifiable_drafts
+from schedsim.worlds.oracle import TokenDraw, WorkloadOracle, synthetic_token, verifiable_drafts
 
 
 class SimStep:
@@ -56,14 +56,14 @@ class SimStep:
         self.ready, self.start, self.end = 0.0, math.nan, math.nan
 
 
-class RunnerState:
-    """What the model runner holds for a request it has run: the oracle's key and EOS position,
-    the request's fixed sampling rules, and its true next output position (no reference to the
-    Request: a finished one is only forgotten with the next plan, and must not be kept alive)."""
+class RunnerState(TokenDraw):
+    """What the model runner holds for a request it has run: the oracle's key and EOS position
+    (its `TokenDraw`), the request's fixed sampling rules, and its true next output position (no
+    reference to the Request: a finished one is only forgotten with the next plan, and must not be
+    kept alive)."""
 
     def __init__(self, req: Request, key: i64, last: int) -> None:
-        self.key: i64 = key
-        self.last = last  # output position of the EOS token
+        super().__init__(key, last)
         eos = req.eos_token_id
         self.eos: i64 = eos if eos is not None else -1  # synthetic ids are >= 3: -1 matches none
         self.stops_at_eos = eos is not None and not req.ignore_eos
@@ -98,7 +98,7 @@ class SimExecutor:
         self.last_sampled: dict[str, int] = {}
 
     def launch(
-        self, plan: StepPlan, requests: Mapping[str, Request], step: int = -1, defer_sampling: bool = False
+        self, plan: StepPlan, requests: dict[str, Request], step: int = -1, defer_sampling: bool = False
     ) -> SimStep:
         """Compute the step's sampled tokens and shape now; the world times its completion."""
         result = StepResult(step_id=plan.step_id)  # _play adds each scheduled request's tokens, in plan order
@@ -150,7 +150,7 @@ class SimExecutor:
     def _play(
         self,
         plan: StepPlan,
-        requests: Mapping[str, Request],
+        requests: dict[str, Request],
         result: StepResult,
         shape: StepShape,
         plain: list[int] | None,
@@ -174,7 +174,8 @@ class SimExecutor:
             w = workers.get(rid)
             if w is None:
                 w = self._worker(req)
-            ctx = ctxs[rid]
+            ctx_obj: Any = ctxs[rid]  # kept as read: `plain` stores the object, not a new box
+            ctx: int = ctx_obj
             k = len(spec[rid]) if spec and rid in spec else 0
             new = n - k
             prompt = req.prompt_len
@@ -182,7 +183,7 @@ class SimExecutor:
                 if spec:
                     decodes.append((ctx, k))
                 elif plain is not None:
-                    plain.append(ctx)
+                    plain.append(ctx_obj)
                 num_dec += 1
                 ctx_sum += ctx
                 dec_tok += n

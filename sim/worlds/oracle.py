@@ -18,9 +18,10 @@ Rules (the same as the conformance fake model, `schedsim.conformance.vllm_fake_m
 from __future__ import annotations
 
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, Final
 
+import numpy as np
 from mypy_extensions import i64
 from schedsim.policies import Request
 
@@ -66,9 +67,29 @@ def request_key(seed: int, request_id: str) -> int:
     return mix64((seed * 0x9E3779B97F4A7C15 + zlib.crc32(request_id.encode())) & MASK64)
 
 
+def request_keys(seed: int, request_ids: Sequence[str]) -> np.ndarray:
+    """`to_i64(request_key(seed, rid))` of many requests in one pass (int64): numpy's uint64
+    arithmetic wraps modulo 2^64, as request_key's masks do, with no big-integer arithmetic per
+    request."""
+    crc = np.fromiter((zlib.crc32(rid.encode()) for rid in request_ids), np.uint64, len(request_ids))
+    x = crc + np.uint64((seed * _PHI) & MASK64)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return (x ^ (x >> np.uint64(31))).view(np.int64)
+
+
 def uniform(key: int) -> float:
     """A uniform draw in [0, 1) from a key."""
     return (mix64(key) >> 11) * _INV_2_53
+
+
+class TokenDraw:
+    """A request's key (signed, `to_i64`) and EOS output position, as a model runner holds them:
+    what `WorkloadOracle.token_rows` reads, natively, instead of lists of boxed values."""
+
+    def __init__(self, key: i64, last: int) -> None:
+        self.key: i64 = key
+        self.last = last
 
 
 class WorkloadOracle:
@@ -88,26 +109,22 @@ class WorkloadOracle:
         self.seed = seed
         self.vocab_size = vocab_size
         self.acceptance_rate = acceptance_rate
-        self.targets: dict[str, int] = {}
-        self._keys: dict[str, int] = {}
         self.info: dict[str, tuple[int, int]] = {}  # request id -> (signed key, EOS position)
         self.span = vocab_size - 3
         self.kv_fail: set[str] = set(kv_load_failures)
 
-    def add(self, request_id: str, target_output_tokens: int) -> None:
-        """Register a request and the number of tokens after which it emits EOS."""
+    def add(self, request_id: str, target_output_tokens: int, key: int | None = None) -> None:
+        """Register a request and the number of tokens after which it emits EOS (`key`: its signed
+        key, where `request_keys` computed it ahead)."""
         if target_output_tokens < 1:
             raise ValueError(f"request {request_id}: target_output_tokens must be >= 1")
-        self.targets[request_id] = target_output_tokens
-        key = request_key(self.seed, request_id)
-        self._keys[request_id] = key
-        self.info[request_id] = (to_i64(key), target_output_tokens - 1)
+        if key is None:
+            key = to_i64(request_key(self.seed, request_id))
+        self.info[request_id] = (key, target_output_tokens - 1)
 
     def forget(self, request_id: str) -> None:
         """Drop a finished request's entries (keeps memory flat over long traces)."""
         self.info.pop(request_id, None)
-        self._keys.pop(request_id, None)
-        self.targets.pop(request_id, None)
 
     def token(self, req: Request, index: int) -> int:
         """The token at 0-based output position `index` of a request."""
@@ -124,20 +141,21 @@ class WorkloadOracle:
     def tokens(self, req: Request, first: int, count: int) -> list[int]:
         """`token` at positions first .. first + count - 1, the same formula as one list (jumps)."""
         key, last = self.info[req.request_id]
-        return self.token_rows([req], [first], count, [key], [last])[0]
+        return self.token_rows([req], [TokenDraw(key, last)], first - len(req.output_token_ids), count)[0]
 
     def token_rows(
-        self, reqs: list[Request], firsts: list[int], count: int, keys: list[int], lasts: list[int]
+        self, reqs: list[Request], draws: list[TokenDraw], shift: int, count: int
     ) -> list[list[int]]:
-        """`tokens` of many requests at once (jumps: one row of `count` tokens per request), given
-        each one's `info` (key, EOS position) as the runner holds it: no lookup by id."""
+        """`tokens` of many requests at once (jumps: one row of `count` tokens per request, from
+        output position len(outputs) + shift), given each one's draw as the runner holds it: no
+        lookup by id."""
         span = self.span
         rows: list[list[int]] = []
         span64: i64 = span
         n: i64 = count
         for j in range(len(reqs)):  # (compiled, an indexed loop beats zip)
-            key: i64 = keys[j]  # converted once, not per token
-            pos: i64 = firsts[j]
+            key: i64 = draws[j].key
+            pos: i64 = len(reqs[j].output_token_ids) + shift
             row: list[Any] = [None] * count
             # synthetic_token inlined, every operand native (compiled: no call; only the token is boxed)
             for i in range(n):
@@ -145,13 +163,14 @@ class WorkloadOracle:
                 row[i] = 3 + ((x >> 32) & 0xFFFFFFFF) % span64
             rows.append(row)
         for j in range(len(reqs)):
-            req, first, row = reqs[j], firsts[j], rows[j]
+            req, row = reqs[j], rows[j]
+            first = len(req.output_token_ids) + shift
             eos, stops = req.eos_token_id, req.stop_token_ids
             # synthetic ids are >= 3: an EOS id below cannot be among them (no scan)
             if (eos is not None and eos >= 3 and eos in row) or (stops and not set(stops).isdisjoint(row)):
                 row[:] = [self.token(req, first + p) for p in range(count)]  # ids token() remaps
             elif eos is not None and not req.ignore_eos:
-                last = lasts[j]
+                last = draws[j].last
                 if first <= last < first + count:
                     row[last - first] = eos
         return rows
@@ -161,7 +180,7 @@ class WorkloadOracle:
         p = self.acceptance_rate
         if num_drafts == 0 or p <= 0.0:
             return 0
-        base = (self._keys[request_id] ^ 0x5BD1E995) + index * 0x2545F4914F6CDD1D
+        base = ((self.info[request_id][0] & MASK64) ^ 0x5BD1E995) + index * 0x2545F4914F6CDD1D
         for i in range(num_drafts):
             if uniform((base + i) & MASK64) >= p:
                 return i

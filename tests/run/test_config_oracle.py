@@ -6,11 +6,23 @@ import dataclasses
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from schedsim import RunConfig
 from schedsim.policies import Request, StepPlan
 from schedsim.run.resolve import resolve_run
 from schedsim.worlds.executor import SimExecutor
-from schedsim.worlds.oracle import _PHI, MASK64, PHI_I64, WorkloadOracle, synthetic_token, to_i64
+from schedsim.worlds.oracle import (
+    _PHI,
+    MASK64,
+    PHI_I64,
+    TokenDraw,
+    WorkloadOracle,
+    request_key,
+    request_keys,
+    synthetic_token,
+    to_i64,
+)
 
 
 @pytest.mark.parametrize(
@@ -153,7 +165,7 @@ def test_tokens_run_equals_token_at_each_position(kw: dict) -> None:
     assert not set(one) & set(req.stop_token_ids)
 
 
-# 4 x 1 and 4 x 3 tokens: the loop; 4 x 40: the uint64 grid (pure Python; compiled, always the loop)
+# rows of 1, 3 and 40 tokens (a vocabulary of 12: the synthetic ids hit EOS and stop ids)
 @pytest.mark.parametrize("count", [1, 3, 40])
 def test_token_rows_equal_token_for_mixed_requests(count: int) -> None:
     o = WorkloadOracle(seed=3, vocab_size=12)  # synthetic ids hit EOS and stop ids
@@ -166,11 +178,14 @@ def test_token_rows_equal_token_for_mixed_requests(count: int) -> None:
     for r, target in zip(reqs, (2, 9, 30, 41), strict=True):
         o.add(r.request_id, target)
     o.info["a"] = (to_i64((1 << 64) - 2), 1)  # a key at the top of the range: the grid must wrap
-    firsts = [0, 7, 25, 38]
-    keys, lasts = zip(*(o.info[r.request_id] for r in reqs), strict=True)
-    rows = o.token_rows(reqs, firsts, count, list(keys), list(lasts))
-    for r, first, row in zip(reqs, firsts, rows, strict=True):
-        assert row == [o.token(r, first + j) for j in range(count)], r.request_id
+    for r, n in zip(reqs, (0, 6, 24, 37), strict=True):
+        r.output_token_ids = [3] * n
+    draws = [TokenDraw(*o.info[r.request_id]) for r in reqs]
+    for shift in (0, 1):  # from the next output position (sync), or the one after (async)
+        rows = o.token_rows(reqs, draws, shift, count)
+        for r, row in zip(reqs, rows, strict=True):
+            first = len(r.output_token_ids) + shift
+            assert row == [o.token(r, first + j) for j in range(count)], r.request_id
 
 
 @pytest.mark.parametrize("key", [0, 1, (1 << 63) - 1, 1 << 63, (1 << 64) - 2])
@@ -180,3 +195,21 @@ def test_synthetic_token_is_the_unsigned_formula(key: int) -> None:
     for index, span in ((0, 7), (5, 1000), (1 << 20, 128_000)):
         exact = 3 + ((((key + index) * _PHI) & MASK64) >> 32) % span
         assert synthetic_token(to_i64(key), index, span) == exact
+
+
+@given(st.integers(0, 1 << 80), st.lists(st.text(max_size=12), max_size=20))
+def test_request_keys_equal_request_key_of_each(seed: int, ids: list[str]) -> None:
+    """The vectorised keys (numpy's wrapping uint64) are the big-integer formula's, signed."""
+    assert request_keys(seed, ids).tolist() == [to_i64(request_key(seed, rid)) for rid in ids]
+
+
+def test_a_precomputed_key_plays_the_same_tokens_and_draws() -> None:
+    given_key, own = WorkloadOracle(seed=9), WorkloadOracle(seed=9)
+    given_key.add("r-7", 30, request_keys(9, ["r-7"]).item(0))
+    own.add("r-7", 30)
+    req = Request("r-7", 0.0, 4, 100)
+    assert given_key.info == own.info
+    assert [given_key.token(req, i) for i in range(40)] == [own.token(req, i) for i in range(40)]
+    assert [given_key.num_accepted("r-7", i, 3) for i in range(50)] == [
+        own.num_accepted("r-7", i, 3) for i in range(50)
+    ]
