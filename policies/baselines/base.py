@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from mypy_extensions import mypyc_attr
 
@@ -333,10 +334,11 @@ class BasePolicy:
         outs = req.output_token_ids
         status = None
         n = 0
-        for tok in tokens:
-            outs.append(tok)
+        objs: list[Any] = tokens  # append the sampled objects (an int would be boxed anew)
+        for i in range(len(tokens)):
+            outs.append(objs[i])
             n += 1
-            status = self.check_stop(req, tok)
+            status = self.check_stop(req, tokens[i])
             if status is not None:
                 break
         new = tokens if n == len(tokens) else tokens[:n]  # the sampled list itself when whole

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..plan import RequestOutput, StepPlan, StepResult
 from ..request import Request, RequestStatus
@@ -373,7 +374,8 @@ class TrtllmPolicy:
                 sampled = sampled[: accepted + 1]  # the rejected drafts' tokens are not kept
             outs = req.request.output_token_ids
             if len(sampled) == 1 and req.num_delivered == len(outs):  # append_tokens' common case
-                outs.append(sampled[0])
+                objs: list[Any] = sampled  # append the sampled object (an int would be boxed anew)
+                outs.append(objs[0])
                 req.num_delivered += 1
                 new_tokens, finish = sampled, finish_after(req, sampled[0], max_model_len)
             else:

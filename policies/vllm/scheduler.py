@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
+from typing import Any
 
 from ..kv_cache import KVCacheManager
 from ..plan import GrammarOutput, RequestOutput, StepPlan, StepResult
@@ -46,6 +47,7 @@ class _StepState:
         "preempted",
         "new",
         "resumed",
+        "admitted",
         "prefill_scheduled",
         "threshold",
     )
@@ -59,6 +61,7 @@ class _StepState:
         self.preempted: list[Request] = []
         self.new: list[Request] = []
         self.resumed: list[Request] = []
+        self.admitted: list[Request] = []  # new and resumed, in admission order
         self.prefill_scheduled = False
         self.threshold = threshold
 
@@ -346,6 +349,7 @@ class Scheduler:
             queue.pop_request()
             self.running.append(request)
             (st.new if request.status == RequestStatus.WAITING else st.resumed).append(request)
+            st.admitted.append(request)
             request.status = RequestStatus.RUNNING
             request.num_computed_tokens = num_computed
             self._record(st, request, num_new, num_computed)
@@ -444,7 +448,7 @@ class Scheduler:
             plan.kv_reqs_to_recv, plan.kv_reqs_to_send = self.connector.build_connector_meta()
         if self.config.defer_block_free and total > 0:
             self.kv.begin_step()
-        scheduled = st.scheduled_running + st.new + st.resumed
+        scheduled = st.scheduled_running + st.admitted  # num_scheduled_tokens' order
         assert len(scheduled) == len(st.num_scheduled), "a scheduled request is in no list"
         self._update_after_schedule(plan, scheduled)
         return plan
@@ -453,15 +457,17 @@ class Scheduler:
         """The plan takes each request's context, then computed tokens advance at schedule time
         (optimistically); outputs settle later.
 
-        `scheduled`: the plan's requests (the running, then the admitted), walked instead of
-        looking each plan entry's request up by id.
+        `scheduled`: the plan's requests in the plan's order (the running, then the admitted), walked
+        beside the plan's entries instead of looking each one up by id.
         """
         num_scheduled, context = plan.num_scheduled_tokens, plan.context_lens
         seq = self.kv.sched_step_seq if self.config.defer_block_free else None
         has_so = False
-        for request in scheduled:
-            rid = request.request_id
-            n = num_scheduled[rid]
+        j = 0
+        for rid, n in num_scheduled.items():
+            request = scheduled[j]
+            j += 1
+            assert request.request_id == rid, "scheduled out of the plan's order"
             context[rid] = request.num_computed_tokens  # before this step
             request.num_computed_tokens += n
             request.num_in_flight_tokens += n
@@ -540,7 +546,8 @@ class Scheduler:
                 # Common case: one token, no trimming possible.
                 tok = generated[0]
                 outs = request.output_token_ids
-                outs.append(tok)
+                objs: list[Any] = generated  # append the sampled object (`tok` would be boxed anew)
+                outs.append(objs[0])
                 num_out = len(outs)
                 eos = request.eos_token_id
                 stops = request.stop_token_ids
