@@ -28,7 +28,7 @@ class RequestStatus(IntEnum):
         return self > RequestStatus.PREEMPTED
 
 
-@dataclass(slots=True, eq=False)
+@dataclass(slots=True, eq=False, init=False)
 class Request:
     """One request: immutable workload fields first, then the state its policy mutates.
 
@@ -42,41 +42,86 @@ class Request:
     arrival_time: float
     prompt_len: int
     max_tokens: int
-    prompt_token_ids: list[int] | None = None
-    prompt_block_hashes: tuple[int, ...] | None = None
-    eos_token_id: int | None = 2
-    ignore_eos: bool = False
-    stop_token_ids: tuple[int, ...] = ()
-    structured_output: bool = False
-    needs_output_history: bool = False
-    priority: int = 0
-    lora_id: int | None = None
-    beam_width: int = 1
-    num_spec_tokens: int = 0
+    prompt_token_ids: list[int] | None
+    prompt_block_hashes: tuple[int, ...] | None
+    eos_token_id: int | None
+    ignore_eos: bool
+    stop_token_ids: tuple[int, ...]
+    structured_output: bool
+    needs_output_history: bool
+    priority: int
+    lora_id: int | None
+    beam_width: int
+    num_spec_tokens: int
     # structured output: the grammar is compiled (vLLM's structured_output_request.grammar is set);
     # until then vLLM keeps the request in WAITING_FOR_STRUCTURED_OUTPUT_GRAMMAR
-    grammar_ready: bool = True
+    grammar_ready: bool
     # prefill/decode disaggregation: which side of a pair serves this request (None: colocated)
-    kv_transfer_params: KVTransferParams | None = None
-    # ---- scheduling state (owned by the policy) ----
-    status: RequestStatus = RequestStatus.WAITING
-    num_computed_tokens: int = 0
-    output_token_ids: list[int] = field(default_factory=list)
-    spec_token_ids: list[int] = field(default_factory=list)
-    num_output_placeholders: int = 0
-    num_in_flight_tokens: int = 0
-    num_stale_output_tokens: int = 0
-    is_prefill_chunk: bool = False
-    last_sched_seq: int = -1
-    block_hashes: list[int] = field(default_factory=list)
-    stop_reason: int | None = None
+    kv_transfer_params: KVTransferParams | None
+    # ---- scheduling state (owned by the policy; a new Request starts it afresh) ----
+    status: RequestStatus = field(init=False)
+    num_computed_tokens: int = field(init=False)
+    output_token_ids: list[int] = field(init=False)
+    spec_token_ids: list[int] = field(init=False)
+    num_output_placeholders: int = field(init=False)
+    num_in_flight_tokens: int = field(init=False)
+    num_stale_output_tokens: int = field(init=False)
+    is_prefill_chunk: bool = field(init=False)
+    last_sched_seq: int = field(init=False)
+    block_hashes: list[int] = field(init=False)
+    block_hash_salt: int = field(init=False)  # names its private blocks (kv_cache.hashing), once computed
+    stop_reason: int | None = field(init=False)
     # ---- counters for metrics ----
-    num_preemptions: int = 0
-    num_pauses: int = 0
-    num_recomputed_tokens: int = 0
-    num_truncated_tokens: int = 0
+    num_preemptions: int = field(init=False)
+    num_pauses: int = field(init=False)
+    num_recomputed_tokens: int = field(init=False)
+    num_truncated_tokens: int = field(init=False)
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        request_id: str,
+        arrival_time: float,
+        prompt_len: int,
+        max_tokens: int,
+        prompt_token_ids: list[int] | None = None,
+        prompt_block_hashes: tuple[int, ...] | None = None,
+        eos_token_id: int | None = 2,
+        ignore_eos: bool = False,
+        stop_token_ids: tuple[int, ...] = (),
+        structured_output: bool = False,
+        needs_output_history: bool = False,
+        priority: int = 0,
+        lora_id: int | None = None,
+        beam_width: int = 1,
+        num_spec_tokens: int = 0,
+        grammar_ready: bool = True,
+        kv_transfer_params: KVTransferParams | None = None,
+    ) -> None:
+        """Written out, not generated: compiled, a dataclass's generated `__init__` runs
+        interpreted, and the simulator builds a Request at every arrival."""
+        self.request_id, self.arrival_time = request_id, arrival_time
+        self.prompt_len, self.max_tokens = prompt_len, max_tokens
+        self.prompt_token_ids, self.prompt_block_hashes = prompt_token_ids, prompt_block_hashes
+        self.eos_token_id, self.ignore_eos, self.stop_token_ids = eos_token_id, ignore_eos, stop_token_ids
+        self.structured_output, self.needs_output_history = structured_output, needs_output_history
+        self.priority, self.lora_id, self.beam_width = priority, lora_id, beam_width
+        self.num_spec_tokens, self.grammar_ready = num_spec_tokens, grammar_ready
+        self.kv_transfer_params = kv_transfer_params
+        self.status = RequestStatus.WAITING
+        self.num_computed_tokens = 0
+        self.output_token_ids = []
+        self.spec_token_ids = []
+        self.num_output_placeholders = self.num_in_flight_tokens = self.num_stale_output_tokens = 0
+        self.is_prefill_chunk = False
+        self.last_sched_seq = -1
+        self.block_hashes = []
+        self.block_hash_salt = -1
+        self.stop_reason = None
+        self.num_preemptions = self.num_pauses = 0
+        self.num_recomputed_tokens = self.num_truncated_tokens = 0
+        self._validate()
+
+    def _validate(self) -> None:
         """Reject impossible workload items early, naming the field."""
         if self.prompt_token_ids is not None and len(self.prompt_token_ids) != self.prompt_len:
             raise ValueError(

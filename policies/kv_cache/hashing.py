@@ -83,7 +83,9 @@ def ensure_block_hashes(request: Request, num_blocks: int, block_size: int) -> l
         hashes.append(parent)
     start = max(have, split)
     if start < limit:
-        salt = _request_salt(request.request_id)
+        salt = request.block_hash_salt
+        if salt < 0:  # (a blake2b digest: computed once per request)
+            salt = request.block_hash_salt = _request_salt(request.request_id)
         hashes.extend([_unique_hash(salt, idx) for idx in range(start, limit)])
     return hashes
 

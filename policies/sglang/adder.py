@@ -18,7 +18,6 @@ Budgets, in tokens (0.5.23 `schedule_policy.py`, `mem_cache/prefill_budget.py`):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from enum import Enum
 
 from ..request import Request
@@ -34,14 +33,16 @@ class AddReqResult(Enum):
     OTHER = 2
 
 
-@dataclass
 class Admission:
     """One request's shape in the batch: prefix it starts from, extend length, chunked or not."""
 
-    request: Request
-    prefix_len: int
-    extend_len: int
-    is_chunked: bool
+    def __init__(self, request: Request, prefix_len: int, extend_len: int, is_chunked: bool) -> None:
+        self.request, self.prefix_len, self.extend_len, self.is_chunked = (
+            request,
+            prefix_len,
+            extend_len,
+            is_chunked,
+        )
 
 
 class PrefillAdder:

@@ -23,23 +23,21 @@ request rows (`req_to_token`). The tree and the rows both hold references on sha
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..kv_cache import KVCacheManager, ensure_block_hashes
 from ..request import Request
 from .radix_cache import RadixCache, TreeNode, Unit
 
 
-@dataclass(slots=True)
 class ReqKvInfo:
     """A running request's tree state (SGLang's `Req.prefix_len`, `last_node`, `lock` and
     `kv.cache_protected_len`): the prefix this round starts from, and the locked node whose
     path its row shares with the tree."""
 
-    prefix_len: int = 0
-    last_node: TreeNode | None = None
-    lock: TreeNode | None = None
-    cache_protected_len: int = 0
+    def __init__(self) -> None:
+        self.prefix_len = 0
+        self.last_node: TreeNode | None = None
+        self.lock: TreeNode | None = None
+        self.cache_protected_len = 0
 
 
 def radix_key(req: Request, num_tokens: int, page_size: int) -> list[Unit]:

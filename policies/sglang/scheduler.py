@@ -144,12 +144,12 @@ class SGLangOverlapPolicy(BasePolicy):
             return
         if not self.running:
             self.batch_is_full = False  # the extend batch object becomes the running batch
-        present = {id(r) for r in self.running}  # mixed batches' decodes are already running
+        present = set(self.running)  # mixed batches' decodes are already running (by identity)
         for req in reqs:
             if req is self.chunked_req or req.status != RequestStatus.RUNNING:
                 self.batch_is_full = False
                 continue
-            if id(req) not in present:
+            if req not in present:
                 self.running.append(req)
 
     def num_allocatable(self, running_bs: int, held_rows: int) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 
 from .kv_accounting import KvAccounting, MaxUtilizationScheduledBlocks, NoEvictScheduledBlocks
@@ -37,13 +37,13 @@ class PeftBudget:
             )
 
 
-@dataclass(slots=True)
 class _PeftRound:
     """Pages claimed so far this round."""
 
-    budget: PeftBudget | None
-    claimed: int = 0
-    seen: set[int] = field(default_factory=set)
+    def __init__(self, budget: PeftBudget | None) -> None:
+        self.budget = budget
+        self.claimed = 0
+        self.seen: set[int] = set()
 
     def needed(self, req: LlmRequest) -> int:
         """Pages this request would add (0 without LoRA or for an adapter already claimed)."""
@@ -63,7 +63,6 @@ class _PeftRound:
             self.seen.add(req.lora_task_id)
 
 
-@dataclass(slots=True)
 class CapacityResult:
     """(fitting, fitting disagg-gen-init, paused) plus how many first chunks prefix-aware skipping deferred.
 
@@ -71,10 +70,11 @@ class CapacityResult:
     executor allocates their blocks and starts their KV transfer instead of running them.
     """
 
-    fitting: list[LlmRequest]
-    paused: list[LlmRequest]
-    num_prefix_skipped: int = 0
-    fitting_disagg_gen_init: list[LlmRequest] = field(default_factory=list)
+    def __init__(
+        self, fitting: list[LlmRequest], paused: list[LlmRequest], num_prefix_skipped: int = 0
+    ) -> None:
+        self.fitting, self.paused, self.num_prefix_skipped = fitting, paused, num_prefix_skipped
+        self.fitting_disagg_gen_init: list[LlmRequest] = []
 
     def classify(self) -> CapacityResult:
         """_classify_output: move the admitted DISAGG_GENERATION_INIT requests out of `fitting`."""

@@ -23,13 +23,17 @@ class ContextChunkingConfig:
             )
 
 
-@dataclass(slots=True)
 class MicroBatch:
     """The selected context and generation requests, already in the executor's order."""
 
-    context_requests: list[LlmRequest]
-    generation_requests: list[LlmRequest]
-    num_compute_tokens: int
+    def __init__(
+        self,
+        context_requests: list[LlmRequest],
+        generation_requests: list[LlmRequest],
+        num_compute_tokens: int,
+    ) -> None:
+        self.context_requests, self.generation_requests = context_requests, generation_requests
+        self.num_compute_tokens = num_compute_tokens
 
 
 def lora_key(req: LlmRequest) -> tuple[int, int]:

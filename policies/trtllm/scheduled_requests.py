@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from .state import LlmRequest
 
 
-@dataclass(slots=True)
 class ScheduledRequests:
     """Non-last context chunks, then last chunks (they sample), then generations; plus the paused."""
 
-    context_requests_chunking: list[LlmRequest] = field(default_factory=list)
-    context_requests_last_chunk: list[LlmRequest] = field(default_factory=list)
-    generation_requests: list[LlmRequest] = field(default_factory=list)
-    paused_requests: list[LlmRequest] = field(default_factory=list)
+    def __init__(
+        self,
+        generation_requests: list[LlmRequest] | None = None,
+        paused_requests: list[LlmRequest] | None = None,
+    ) -> None:
+        self.context_requests_chunking: list[LlmRequest] = []
+        self.context_requests_last_chunk: list[LlmRequest] = []
+        self.generation_requests = [] if generation_requests is None else generation_requests
+        self.paused_requests = [] if paused_requests is None else paused_requests
 
     @property
     def context_requests(self) -> list[LlmRequest]:

@@ -566,7 +566,7 @@ class Scheduler:
                 new_ids, stopped = self._update_request_with_output(request, list(generated), stale)
             if not stale and status_before == running_status and (had_placeholders or cache_spec):
                 done = request.num_computed_tokens - request.num_in_flight_tokens
-                if caching and done // block_size > num_cached.get(rid, 0):
+                if caching and done >= (num_cached.get(rid, 0) + 1) * block_size:  # done // bs > cached
                     self.kv.cache_blocks(request, done)
             if stopped:
                 outputs.append(RequestOutput(rid, new_ids, request.status, stale))

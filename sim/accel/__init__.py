@@ -75,6 +75,7 @@ COMPILED_MODULES = (
     "schedsim.metrics.column",
     "schedsim.worlds.oracle",
     "schedsim.worlds.executor",
+    "schedsim.worlds.arrivals",
     "schedsim.worlds.inputs",
     "schedsim.engine.loop",
     "schedsim.metrics.hol",

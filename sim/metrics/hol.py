@@ -50,9 +50,10 @@ class HeadOfLineTracker:
         self.seats, self.budget, self.chunked = max_num_seqs, max_num_batched_tokens, chunked
         self.block_size, self.usable, self.priority = block_size, usable_blocks, priority
         self.preempted: dict[str, None] = {}
-        # the blocked requests: offsets into the window as it began at rank `pending_lo`
+        # the blocked requests: offsets into `pending_hol`, the HOL seconds from a rank on
         self.pending: np.ndarray | None = None
-        self.pending_lo = 0
+        self.pending_hol = self.hol
+        self.add_at = np.add.at  # (bound once: a charge is one call, no attribute lookups)
         self.since = 0.0
         # the last judgement: the queue it saw (`version`, bumped when the queue changes), whether
         # preempted requests waited, and the size limit it applied (NO_JUDGEMENT: it judged nobody
@@ -66,10 +67,10 @@ class HeadOfLineTracker:
         if not self.waiting[r]:
             self.waiting[r] = True
             self.size[r] = self.prompt[r]
+            self.lo = min(self.lo, r) if self.count else r  # lo is always a waiting request's rank
             self.count += 1
             self.version += 1
             self.hi = max(self.hi, r + 1)
-            self.lo = min(self.lo, r)
 
     def left(self, idx: int) -> None:
         """A request was scheduled for the first time, or finished without ever running."""
@@ -93,7 +94,7 @@ class HeadOfLineTracker:
     def charge(self, now: float) -> None:
         """Charge the blocked requests the interval since the previous schedule."""
         if self.pending is not None:  # one call; `hol[p] += d` makes three
-            np.add.at(self.hol[self.pending_lo :], self.pending, now - self.since)
+            self.add_at(self.pending_hol, self.pending, now - self.since)
         self.since = now
 
     def judge(
@@ -119,19 +120,18 @@ class HeadOfLineTracker:
         self.judged = seen
         self.pending = None
         lo, hi = self.lo, self.hi
+        if not self.preempted and not self.priority:
+            lo += 1  # the head of the queue (at lo) is the blocker, not blocked behind one
         fits = self.size[lo:hi] <= limit
-        if not self.preempted:  # the head of the queue is the blocker, not blocked behind one
+        if not self.preempted and self.priority:
             fits[self._head(lo, hi)] = False
         hit = fits.nonzero()[0]  # the array methods: numpy's module functions add a Python call
         if len(hit):
-            self.pending, self.pending_lo = hit, lo
+            self.pending, self.pending_hol = hit, self.hol[lo:]
 
     def _head(self, lo: int, hi: int) -> int:
-        """Window offset of the first request in queue order."""
-        wait = self.waiting[lo:hi]
-        if not self.priority:
-            return 0 if wait[0] else int(wait.argmax())  # lo is the head once a request has left
-        prio = np.where(wait, self.prio[lo:hi], np.iinfo(np.int64).max)
+        """Window offset of the first request in (priority, arrival) order."""
+        prio = np.where(self.waiting[lo:hi], self.prio[lo:hi], np.iinfo(np.int64).max)
         return int(prio.argmin())  # ties: the earliest arrival (argmin takes the first)
 
     def per_request(self) -> np.ndarray:

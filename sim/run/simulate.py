@@ -22,6 +22,7 @@ from schedsim.run.memory import frozen_setup, pin_mmap_threshold, release_unused
 from schedsim.run.resolve import make_draft_latency, resolve_run
 from schedsim.run.result import RunResult
 from schedsim.run.workload import PreparedWorkload, load, prepare, select
+from schedsim.worlds.arrivals import Arrivals
 from schedsim.worlds.executor import SimExecutor
 from schedsim.worlds.inbox import Inbox
 from schedsim.worlds.inputs import InputStream
@@ -136,31 +137,11 @@ def build_sim_run(
         inputs = InputStream(arrivals, prep.aborts, make=prep.request, longest_prompt=longest)
         world = SimWorld(engine, executor, cpu_model, inputs, until=cfg.max_sim_time, jump=jump)
         metrics = MetricsRecorder(policy, prep.columns, world.clock, record_itl=cfg.record_itl)
-        inputs.make = _arrival_factory(prep, rows, oracle, metrics, requests)
+        keys = request_keys(oracle.seed, prep.columns.ids) if requests is None else None
+        ready = None if requests is None else list(requests)
+        inputs.make = Arrivals(rows, prep.row_requests, ready, prep.targets, keys, oracle, metrics)
     engine.observer = world.metrics = metrics
     return SimRun(policy, engine, world, metrics, depth, jump)
-
-
-def _arrival_factory(
-    prep: PreparedWorkload,
-    rows: Any,
-    oracle: WorkloadOracle,
-    metrics: MetricsRecorder,
-    requests: Sequence[Request] | None,
-) -> Callable[[int], Request]:
-    """Build (or take) the k-th arrival's Request when it is due; register it with oracle and
-    metrics."""
-    targets = prep.targets
-    keys = request_keys(oracle.seed, prep.columns.ids) if requests is None else None
-
-    def make(k: int) -> Request:
-        i = int(rows[k])
-        req = prep.request(i) if requests is None else requests[i]
-        oracle.add(req.request_id, int(targets[i]), None if keys is None else keys.item(i))
-        metrics.admit(i, req)
-        return req
-
-    return make
 
 
 def _bar_updater(bar: Any, metrics: MetricsRecorder) -> Callable[[int], None]:

@@ -13,6 +13,7 @@ from schedsim.policies import Request
 from schedsim.run.config import RunConfig
 from schedsim.run.fieldtypes import field_error
 from schedsim.traces import block_hashes_at, load_workload, scale_rate
+from schedsim.worlds.arrivals import RowRequests
 from schedsim.worlds.oracle import request_key, uniform
 
 REQUIRED = ("request_id", "arrival_time", "prompt_tokens", "output_tokens")
@@ -39,24 +40,20 @@ class PreparedWorkload:
     aborts: list[tuple[float, str]] = field(default_factory=list)
     kv_load_failures: set[str] = field(default_factory=set)
     _requests: list[Request] | None = None
+    row_requests: RowRequests = field(init=False, repr=False)  # builds a row's Request from the columns
 
     def __len__(self) -> int:
         return len(self.columns)
 
+    def __post_init__(self) -> None:
+        """The row builder reads the columns as given (they are not replaced afterwards)."""
+        self.row_requests = RowRequests(
+            self.columns, self.hashes, self.structured, self.lora, self.num_spec_tokens
+        )
+
     def request(self, i: int) -> Request:
         """A fresh, unscheduled Request for workload row i."""
-        c, lora = self.columns, self.lora[i]  # .item(i): a Python scalar, no numpy scalar
-        return Request(
-            c.ids[i],
-            c.arrival.item(i),
-            c.prompt.item(i),
-            c.max_tokens.item(i),
-            prompt_block_hashes=self.hashes[i],
-            structured_output=self.structured.item(i),
-            priority=c.priority.item(i),
-            lora_id=None if lora is None else int(lora),
-            num_spec_tokens=self.num_spec_tokens,
-        )
+        return self.row_requests.request(i)
 
     @property
     def requests(self) -> list[Request]:
@@ -193,6 +190,8 @@ def _fault_plan(out: PreparedWorkload, cfg: RunConfig, ids: list[str], arrivals:
                 raise field_error(name, "no request with this id in the workload", rid)
     out.aborts = [(float(t), rid) for rid, t in cfg.abort_times.items()]
     out.kv_load_failures = set(cfg.kv_load_failures)
+    if not (cfg.abort_fraction or cfg.kv_load_failure_fraction):
+        return  # no seeded draws to make
     for i, rid in enumerate(ids):
         key = request_key(cfg.seed, rid)
         if cfg.abort_fraction and rid not in cfg.abort_times and uniform(key ^ 0xAB) < cfg.abort_fraction:

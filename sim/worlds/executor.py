@@ -58,12 +58,14 @@ class SimStep:
 
 class RunnerState(TokenDraw):
     """What the model runner holds for a request it has run: the oracle's key and EOS position
-    (its `TokenDraw`), the request's fixed sampling rules, and its true next output position (no
-    reference to the Request: a finished one is only forgotten with the next plan, and must not be
-    kept alive)."""
+    (its `TokenDraw`), the request's fixed fields and sampling rules, and its true next output
+    position (no reference to the Request: a finished one is only forgotten with the next plan,
+    and must not be kept alive)."""
 
     def __init__(self, req: Request, key: i64, last: int) -> None:
         super().__init__(key, last)
+        self.prompt_len = req.prompt_len  # (a Request's prompt never changes)
+        self.num_spec_tokens = req.num_spec_tokens
         eos = req.eos_token_id
         self.eos: i64 = eos if eos is not None else -1  # synthetic ids are >= 3: -1 matches none
         self.stops_at_eos = eos is not None and not req.ignore_eos
@@ -103,6 +105,7 @@ class SimExecutor:
         """Compute the step's sampled tokens and shape now; the world times its completion."""
         result = StepResult(step_id=plan.step_id)  # _play adds each scheduled request's tokens, in plan order
         handle = SimStep(step, plan, result, 0.0, defer_sampling=defer_sampling)
+        self._reset_positions(plan)  # (a plan may preempt, pause or finish and schedule nothing)
         if not plan.num_scheduled_tokens:
             return handle
         shape = StepShape()
@@ -164,21 +167,19 @@ class SimExecutor:
         sampled, drafts = result.sampled_token_ids, result.draft_token_ids
         prefills, decodes = shape.prefills, shape.decodes
         check_kv = bool(oracle.kv_fail)
-        self._reset_positions(plan)
         workers, token, span = self.workers, oracle.token, oracle.span
         propose = self.propose_drafts
         step, last_sampled = h.step, self.last_sampled
         pre_tok = dec_tok = spec_tok = num_dec = ctx_sum = 0
         for rid, n in plan.num_scheduled_tokens.items():
-            req = requests[rid]
             w = workers.get(rid)
             if w is None:
-                w = self._worker(req)
+                w = self._worker(requests[rid])
             ctx_obj: Any = ctxs[rid]  # kept as read: `plain` stores the object, not a new box
             ctx: int = ctx_obj
             k = len(spec[rid]) if spec and rid in spec else 0
             new = n - k
-            prompt = req.prompt_len
+            prompt = w.prompt_len
             if new == 1 and (ctx >= prompt or k):
                 if spec:
                     decodes.append((ctx, k))
@@ -198,24 +199,24 @@ class SimExecutor:
             index = w.position
             if index < 0:  # new, resumed or still prefilling: position from the plan
                 end = ctx + new
-                if end < prompt + len(req.output_token_ids):
+                if end < prompt + len(requests[rid].output_token_ids):
                     sampled[rid] = []  # a prefill chunk samples nothing
                     continue
                 index = end - prompt
             if k:
                 held = last_sampled.get(rid) == step - 1  # the worker kept drafts from the last batch
-                toks = oracle.sample(req, index, verifiable_drafts(spec[rid], held))
+                toks = oracle.sample(requests[rid], index, verifiable_drafts(spec[rid], held))
             elif index == w.last and w.stops_at_eos:  # the common case, inlined: WorkloadOracle.token
                 toks = [w.eos]
             else:
                 tok = synthetic_token(w.key, index, span)
-                toks = [tok if tok != w.eos and w.plain else token(req, index)]
+                toks = [tok if tok != w.eos and w.plain else token(requests[rid], index)]
             sampled[rid] = toks
             w.position = index + len(toks)
-            if req.num_spec_tokens:
+            if w.num_spec_tokens:
                 last_sampled[rid] = step
                 if propose:
-                    drafts[rid] = oracle.propose(req, index + len(toks) - 1)
+                    drafts[rid] = oracle.propose(requests[rid], index + len(toks) - 1)
         h.num_prefill_reqs, h.num_decode_reqs = len(prefills), num_dec
         h.num_prefill_tokens, h.num_decode_tokens, h.num_spec_tokens = pre_tok, dec_tok, spec_tok
         return ctx_sum

@@ -134,3 +134,96 @@ def test_a_resume_that_empties_the_preempted_set_is_judged_afresh():
     t.step(3.0, StepPlan(resumed_req_ids=["old"]), running=1, kv_usage=0.0)
     t.step(4.0, StepPlan(), running=1, kv_usage=0.0)
     assert t.per_request().tolist() == [0.0, 1.0, 0.0]  # charged from 2.0 to 3.0 only
+
+
+def _reference_charges(
+    prompts: list[int],
+    events: list[tuple[str, int, int, int]],
+    chunked: bool,
+    priority: bool,
+) -> list[float]:
+    """The module docstring's rule, request by request over the whole queue (no window, no
+    kept judgement): the oracle the vectorised tracker must equal."""
+    waiting: set[int] = set()
+    preempted: set[str] = set()
+    hol = [0.0] * len(prompts)
+    blocked: list[int] = []
+    now = since = 0.0
+    for kind, idx, free, scheduled in events:
+        i = idx % len(prompts)
+        if kind == "add":
+            waiting.add(i)
+        elif kind == "left":
+            waiting.discard(i)
+        else:
+            for j in blocked:
+                hol[j] += now - since
+            since, blocked = now, []
+            if kind == "preempt":
+                preempted.add(f"p{idx}")
+            elif kind == "resume" and preempted:
+                preempted.discard(sorted(preempted)[0])
+            budget = 512 - scheduled
+            if waiting and kind != "preempt" and budget > 0:
+                free_tokens = free * 16
+                queue = sorted(waiting, key=lambda j: (j % 3, j) if priority else j)
+                behind = queue if preempted else queue[1:]  # the head blocks, or waits behind them
+                if chunked:  # a first chunk of min(prompt, budget) tokens needs free KV
+                    blocked = [j for j in behind if min(prompts[j], budget) <= free_tokens]
+                else:  # the whole prompt needs both
+                    blocked = [j for j in behind if prompts[j] <= min(budget, free_tokens)]
+        now += 0.125 + 0.01 * idx
+    for j in blocked:
+        hol[j] += now - since
+    return hol
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    prompts=st.lists(
+        st.one_of(st.integers(1, 400), st.integers(1, 12).map(lambda b: 16 * b)), min_size=1, max_size=10
+    ),
+    events=st.lists(
+        st.tuples(
+            st.sampled_from(["step", "step", "add", "add", "left", "preempt", "resume"]),
+            st.integers(0, 9),
+            st.integers(0, 10),
+            st.integers(0, 600),
+        ),
+        max_size=40,
+    ),
+    chunked=st.booleans(),
+    priority=st.booleans(),
+)
+def test_charges_equal_the_rule_applied_request_by_request(
+    prompts: list[int], events: list[tuple[str, int, int, int]], chunked: bool, priority: bool
+) -> None:
+    """Requests reach the engine in any order, leave and come back, the queue empties and refills:
+    every request is charged what the rule, applied to each waiting request, charges it."""
+    reqs = [Request(f"r{i}", 0.1 * i, p, 5, priority=i % 3) for i, p in enumerate(prompts)]
+    t = HeadOfLineTracker(
+        WorkloadColumns.from_requests(reqs),
+        max_num_seqs=8,
+        max_num_batched_tokens=512,
+        chunked=chunked,
+        block_size=16,
+        usable_blocks=10,
+        priority=priority,
+    )
+    now = 0.0
+    for kind, idx, free, scheduled in events:
+        i = idx % len(reqs)
+        if kind == "add":
+            t.added(i)
+        elif kind == "left":
+            t.left(i)
+        else:
+            plan = StepPlan(total_num_scheduled_tokens=scheduled)
+            if kind == "preempt":
+                plan.preempted_req_ids = [f"p{idx}"]
+            elif kind == "resume":
+                plan.resumed_req_ids = sorted(t.preempted)[:1]
+            t.step(now, plan, running=1, kv_usage=1.0 - free / 10)
+        now += 0.125 + 0.01 * idx
+    t.charge(now)  # the last blocked set, charged up to `now` (as the reference does)
+    assert t.per_request().tolist() == _reference_charges(prompts, events, chunked, priority)

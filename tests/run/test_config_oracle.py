@@ -132,6 +132,25 @@ def test_recompute_after_preemption_is_a_prefill_and_resumes_at_the_right_positi
     assert h.result.sampled_token_ids["a"] == [o.token(req, 5)]
 
 
+def test_a_plan_that_schedules_nothing_still_forgets_its_finished_requests() -> None:
+    """An idle engine's plan schedules nothing but reports the last finishes: the runner and the
+    oracle drop those requests all the same (a long replay with idle spells keeps no state of
+    finished requests)."""
+    o = _oracle(1)
+    ex = SimExecutor(o, type("L", (), {"step_time": lambda self, s: 0.01})())
+    req = Request("a", 0.0, 10, 30)
+    prefill = StepPlan(
+        num_scheduled_tokens={"a": 10},
+        total_num_scheduled_tokens=10,
+        context_lens={"a": 0},
+        new_req_ids=["a"],
+    )
+    assert ex.launch(prefill, {"a": req}).result.sampled_token_ids["a"] == [req.eos_token_id]
+    assert "a" in ex.workers and "a" in o.info
+    ex.launch(StepPlan(finished_req_ids=["a"]), {})  # nothing scheduled
+    assert "a" not in ex.workers and "a" not in o.info
+
+
 def test_kv_load_failure_fires_once() -> None:
     o = WorkloadOracle(seed=0, kv_load_failures=["a"])
     o.add("a", 5)

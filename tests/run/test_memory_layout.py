@@ -9,28 +9,34 @@ import numpy as np
 import pandas as pd
 import pytest
 import schedsim.metrics.summary as summary_mod
+import schedsim.run.simulate as simulate_mod
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from schedsim import RunConfig, simulate
 from schedsim.metrics.recorder import RESOURCES, TIMELINE_KINDS, MetricsRecorder, output_hash
 from schedsim.metrics.tables import timeline_table
 from schedsim.policies import Request, make_policy
-from schedsim.run.workload import PreparedWorkload
 
 GEN = "gen:process=poisson,rate=20,requests=300,prompt_mean=256,prompt_cv=1,output_mean=64,output_cv=1,seed=3"
 
 
 def _count_builds(monkeypatch: pytest.MonkeyPatch) -> list:
-    """Record the id of every Request the workload builds."""
+    """Record the id of every Request an arrival builds (the run's arrivals wrapped as it wires
+    them: the compiled builder itself cannot be patched)."""
     built: list = []
-    make = PreparedWorkload.request
+    real = simulate_mod.Arrivals
 
-    def request(self: PreparedWorkload, i: int):  # noqa: ANN202
-        req = make(self, i)
-        built.append(req.request_id)
-        return req
+    def arrivals(*args: object):  # noqa: ANN202
+        make = real(*args)
 
-    monkeypatch.setattr(PreparedWorkload, "request", request)
+        def counted(k: int) -> Request:
+            req = make(k)
+            built.append(req.request_id)
+            return req
+
+        return counted
+
+    monkeypatch.setattr(simulate_mod, "Arrivals", arrivals)
     return built
 
 
