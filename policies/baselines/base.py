@@ -167,13 +167,14 @@ class BasePolicy:
         return StepPlan()
 
     def schedule_into(self, plan: StepPlan) -> None:
-        """Fill num_scheduled_tokens / context_lens / new ids (subclasses)."""
+        """Fill num_scheduled_tokens and the new and resumed ids (subclasses; the contexts are taken
+        after the schedule)."""
         raise NotImplementedError
 
     def add_to_plan(self, plan: StepPlan, req: Request, num_tokens: int) -> None:
-        """Record one scheduled request (its context is what was computed before this step)."""
+        """Record one scheduled request (its context, what was computed before this step, is taken
+        after the schedule)."""
         plan.num_scheduled_tokens[req.request_id] = num_tokens
-        plan.context_lens[req.request_id] = req.num_computed_tokens
 
     def admit(self, plan: StepPlan, req: Request, num_new: int) -> None:
         """Move a waiting request (new or preempted) into the running batch with num_new tokens
@@ -189,11 +190,15 @@ class BasePolicy:
         self.add_to_plan(plan, req, num_new)
 
     def _after_schedule(self, plan: StepPlan) -> None:
-        """vLLM's _update_after_schedule (+ AsyncScheduler's placeholders when batches overlap)."""
+        """vLLM's _update_after_schedule (+ AsyncScheduler's placeholders when batches overlap); the
+        plan takes each request's context first (a copy of its table, overwritten, costs less
+        than inserting the keys afresh)."""
         asynchronous = self.max_concurrent_batches > 1
         frontier = self.recompute_frontier
+        context = plan.context_lens = plan.num_scheduled_tokens.copy()
         for rid, n in plan.num_scheduled_tokens.items():
             req = self.requests[rid]
+            context[rid] = req.num_computed_tokens
             if frontier:
                 count_recompute(frontier, req, n, req.num_computed_tokens)
             req.num_computed_tokens += n
@@ -289,9 +294,7 @@ class BasePolicy:
 
     def _unschedule(self, plan: StepPlan, req: Request) -> int:
         """Take a victim's tokens back out of this step's plan; returns them."""
-        n = plan.num_scheduled_tokens.pop(req.request_id, 0)
-        plan.context_lens.pop(req.request_id, None)
-        return n
+        return plan.num_scheduled_tokens.pop(req.request_id, 0)
 
     def _on_leave(self, req: Request) -> None:
         """Release everything a request holds (subclasses add slots)."""

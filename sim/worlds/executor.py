@@ -103,7 +103,10 @@ class SimExecutor:
         self, plan: StepPlan, requests: dict[str, Request], step: int = -1, defer_sampling: bool = False
     ) -> SimStep:
         """Compute the step's sampled tokens and shape now; the world times its completion."""
-        result = StepResult(step_id=plan.step_id)  # _play adds each scheduled request's tokens, in plan order
+        # _play overwrites each scheduled request's entry, in plan order: a copy of the plan's table
+        # costs less than inserting the keys afresh (no resizes)
+        sampled: Any = plan.num_scheduled_tokens.copy()
+        result = StepResult(step_id=plan.step_id, sampled_token_ids=sampled)
         handle = SimStep(step, plan, result, 0.0, defer_sampling=defer_sampling)
         self._reset_positions(plan)  # (a plan may preempt, pause or finish and schedule nothing)
         if not plan.num_scheduled_tokens:
