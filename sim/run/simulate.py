@@ -137,8 +137,9 @@ def build_sim_run(
         inputs = InputStream(arrivals, prep.aborts, make=prep.request, longest_prompt=longest)
         world = SimWorld(engine, executor, cpu_model, inputs, until=cfg.max_sim_time, jump=jump)
         metrics = MetricsRecorder(policy, prep.columns, world.clock, record_itl=cfg.record_itl)
-        keys = request_keys(oracle.seed, prep.columns.ids) if requests is None else None
+        keys = request_keys(oracle.seed, prep.columns.ids)
         ready = None if requests is None else list(requests)
+        assert ready is None or [r.request_id for r in ready] == prep.columns.ids, "one Request per row"
         inputs.make = Arrivals(rows, prep.row_requests, ready, prep.targets, keys, oracle, metrics)
     engine.observer = world.metrics = metrics
     return SimRun(policy, engine, world, metrics, depth, jump)

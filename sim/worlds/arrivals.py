@@ -53,12 +53,11 @@ class Arrivals:
         build: RowRequests,
         ready: list[Request] | None,
         targets: np.ndarray,
-        keys: np.ndarray | None,
+        keys: np.ndarray,
         oracle: WorkloadOracle,
         metrics: MetricsRecorder,
     ) -> None:
-        """rows: the workload row of each arrival; keys: each row's oracle key (None: the oracle
-        computes it)."""
+        """rows: the workload row of each arrival; keys: each row's oracle key (`request_keys`)."""
         self.rows, self.build, self.ready = rows, build, ready
         self.targets, self.keys = targets, keys
         self.oracle, self.metrics = oracle, metrics
@@ -67,7 +66,6 @@ class Arrivals:
         i: int = self.rows.item(k)
         ready = self.ready
         req = self.build.request(i) if ready is None else ready[i]
-        keys = self.keys
-        self.oracle.add(req.request_id, self.targets.item(i), None if keys is None else keys.item(i))
+        self.oracle.add(req.request_id, self.targets.item(i), self.keys.item(i))
         self.metrics.admit(i, req)
         return req

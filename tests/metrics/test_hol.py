@@ -64,6 +64,40 @@ def test_a_preempted_request_waiting_to_resume_blocks_everyone_behind_it():
     assert t.per_request().tolist() == [0.0, 0.25, 0.0]
 
 
+Event = tuple[str, int, int, int]  # (kind, request index, free blocks after the step, tokens scheduled)
+
+
+def _tracker_for(reqs: list[Request], chunked: bool, priority: bool) -> HeadOfLineTracker:
+    """10 usable blocks of 16 tokens, 8 seats, a budget of 512 tokens."""
+    return HeadOfLineTracker(
+        WorkloadColumns.from_requests(reqs),
+        max_num_seqs=8,
+        max_num_batched_tokens=512,
+        chunked=chunked,
+        block_size=16,
+        usable_blocks=10,
+        priority=priority,
+    )
+
+
+def _play_event(t: HeadOfLineTracker, n: int, event: Event, now: float) -> None:
+    """An arrival, a first schedule, or a schedule (preempting one request, or resuming the oldest
+    preempted one) at `now`, over n requests."""
+    kind, idx, free, scheduled = event
+    i = idx % n
+    if kind == "add":
+        t.added(i)
+    elif kind == "left":
+        t.left(i)
+    else:
+        plan = StepPlan(total_num_scheduled_tokens=scheduled)
+        if kind == "preempt":
+            plan.preempted_req_ids = [f"p{idx}"]
+        elif kind == "resume":
+            plan.resumed_req_ids = list(t.preempted)[:1]
+        t.step(now, plan, running=1, kv_usage=1.0 - free / 10)
+
+
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(
     # some prompts a whole number of blocks: exactly at a free-token limit
@@ -83,44 +117,21 @@ def test_a_preempted_request_waiting_to_resume_blocks_everyone_behind_it():
     priority=st.booleans(),
 )
 def test_keeping_the_blocked_set_equals_judging_afresh(
-    prompts: list[int], events: list[tuple[str, int, int, int]], chunked: bool, priority: bool
+    prompts: list[int], events: list[Event], chunked: bool, priority: bool
 ) -> None:
     """A judgement that keeps the blocked set (same queue, a lower limit they all meet) charges
     exactly what judging every schedule from scratch charges, whatever the queue does."""
     reqs = [Request(f"r{i}", 0.1 * i, p, 5, priority=i % 3) for i, p in enumerate(prompts)]
-
-    def tracker() -> HeadOfLineTracker:
-        return HeadOfLineTracker(
-            WorkloadColumns.from_requests(reqs),
-            max_num_seqs=8,
-            max_num_batched_tokens=512,
-            chunked=chunked,
-            block_size=16,
-            usable_blocks=10,
-            priority=priority,
-        )
-
-    kept, fresh = tracker(), tracker()
+    kept, fresh = _tracker_for(reqs, chunked, priority), _tracker_for(reqs, chunked, priority)
     for t in (kept, fresh):  # a queue to start with
         for i in range(len(reqs)):
             t.added(i)
     now = 0.0
-    for kind, idx, free, scheduled in events:
-        i = idx % len(reqs)
+    for event in events:
         for t in (kept, fresh):
-            if kind == "add":
-                t.added(i)
-            elif kind == "left":
-                t.left(i)
-            else:
-                plan = StepPlan(total_num_scheduled_tokens=scheduled)
-                if kind == "preempt":
-                    plan.preempted_req_ids = [f"p{idx}"]
-                elif kind == "resume":
-                    plan.resumed_req_ids = list(t.preempted)[:1]
-                t.step(now, plan, running=1, kv_usage=1.0 - free / 10)
+            _play_event(t, len(reqs), event, now)
         fresh.judged = NO_JUDGEMENT  # forget the last judgement: judge afresh every time
-        now += 0.125 + 0.01 * idx
+        now += 0.125 + 0.01 * event[1]
     assert kept.per_request().tolist() == fresh.per_request().tolist()
 
 
@@ -138,14 +149,14 @@ def test_a_resume_that_empties_the_preempted_set_is_judged_afresh():
 
 def _reference_charges(
     prompts: list[int],
-    events: list[tuple[str, int, int, int]],
+    events: list[Event],
     chunked: bool,
     priority: bool,
 ) -> list[float]:
     """The module docstring's rule, request by request over the whole queue (no window, no
     kept judgement): the oracle the vectorised tracker must equal."""
     waiting: set[int] = set()
-    preempted: set[str] = set()
+    preempted: dict[str, None] = {}  # in preemption order: a resume takes the oldest
     hol = [0.0] * len(prompts)
     blocked: list[int] = []
     now = since = 0.0
@@ -160,9 +171,9 @@ def _reference_charges(
                 hol[j] += now - since
             since, blocked = now, []
             if kind == "preempt":
-                preempted.add(f"p{idx}")
+                preempted[f"p{idx}"] = None
             elif kind == "resume" and preempted:
-                preempted.discard(sorted(preempted)[0])
+                del preempted[next(iter(preempted))]
             budget = 512 - scheduled
             if waiting and kind != "preempt" and budget > 0:
                 free_tokens = free * 16
@@ -196,34 +207,15 @@ def _reference_charges(
     priority=st.booleans(),
 )
 def test_charges_equal_the_rule_applied_request_by_request(
-    prompts: list[int], events: list[tuple[str, int, int, int]], chunked: bool, priority: bool
+    prompts: list[int], events: list[Event], chunked: bool, priority: bool
 ) -> None:
     """Requests reach the engine in any order, leave and come back, the queue empties and refills:
     every request is charged what the rule, applied to each waiting request, charges it."""
     reqs = [Request(f"r{i}", 0.1 * i, p, 5, priority=i % 3) for i, p in enumerate(prompts)]
-    t = HeadOfLineTracker(
-        WorkloadColumns.from_requests(reqs),
-        max_num_seqs=8,
-        max_num_batched_tokens=512,
-        chunked=chunked,
-        block_size=16,
-        usable_blocks=10,
-        priority=priority,
-    )
+    t = _tracker_for(reqs, chunked, priority)
     now = 0.0
-    for kind, idx, free, scheduled in events:
-        i = idx % len(reqs)
-        if kind == "add":
-            t.added(i)
-        elif kind == "left":
-            t.left(i)
-        else:
-            plan = StepPlan(total_num_scheduled_tokens=scheduled)
-            if kind == "preempt":
-                plan.preempted_req_ids = [f"p{idx}"]
-            elif kind == "resume":
-                plan.resumed_req_ids = sorted(t.preempted)[:1]
-            t.step(now, plan, running=1, kv_usage=1.0 - free / 10)
-        now += 0.125 + 0.01 * idx
+    for event in events:
+        _play_event(t, len(reqs), event, now)
+        now += 0.125 + 0.01 * event[1]
     t.charge(now)  # the last blocked set, charged up to `now` (as the reference does)
     assert t.per_request().tolist() == _reference_charges(prompts, events, chunked, priority)

@@ -76,6 +76,11 @@ def _oracle(target: int, p: float = 0.5) -> WorkloadOracle:
     return o
 
 
+def _executor(o: WorkloadOracle) -> SimExecutor:
+    """An executor over `o` whose every step takes 10 ms."""
+    return SimExecutor(o, type("L", (), {"step_time": lambda self, s: 0.01})())
+
+
 def test_eos_exactly_at_target_and_never_elsewhere() -> None:
     o = _oracle(7)
     req = Request("a", 0.0, 4, 100)
@@ -97,7 +102,7 @@ def test_acceptance_rate_is_respected_by_seeded_draws() -> None:
 
 def test_prefill_chunk_samples_nothing_and_final_chunk_samples_first_token() -> None:
     o = _oracle(3)
-    ex = SimExecutor(o, type("L", (), {"step_time": lambda self, s: 0.01})())
+    ex = _executor(o)
     req = Request("a", 0.0, 40, 10)
     chunk = StepPlan(
         num_scheduled_tokens={"a": 32},
@@ -118,7 +123,7 @@ def test_prefill_chunk_samples_nothing_and_final_chunk_samples_first_token() -> 
 
 def test_recompute_after_preemption_is_a_prefill_and_resumes_at_the_right_position() -> None:
     o = _oracle(20)
-    ex = SimExecutor(o, type("L", (), {"step_time": lambda self, s: 0.01})())
+    ex = _executor(o)
     req = Request("a", 0.0, 10, 30)
     req.output_token_ids.extend(o.token(req, i) for i in range(5))
     plan = StepPlan(
@@ -137,7 +142,7 @@ def test_a_plan_that_schedules_nothing_still_forgets_its_finished_requests() -> 
     oracle drop those requests all the same (a long replay with idle spells keeps no state of
     finished requests)."""
     o = _oracle(1)
-    ex = SimExecutor(o, type("L", (), {"step_time": lambda self, s: 0.01})())
+    ex = _executor(o)
     req = Request("a", 0.0, 10, 30)
     prefill = StepPlan(
         num_scheduled_tokens={"a": 10},
