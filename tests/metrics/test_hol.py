@@ -9,14 +9,9 @@ from schedsim.metrics.workload import WorkloadColumns
 from schedsim.policies import Request, StepPlan
 
 
-def _tracker(priority: bool = False, chunked: bool = True) -> tuple[HeadOfLineTracker, list[Request]]:
-    reqs = [
-        Request("big", 0.0, 900, 5, priority=1),
-        Request("small", 0.1, 50, 5, priority=0),
-        Request("mid", 0.2, 300, 5, priority=2),
-    ]
-    # 10 usable blocks of 16 tokens: 160 tokens free at kv_usage 0
-    t = HeadOfLineTracker(
+def _tracker_for(reqs: list[Request], chunked: bool, priority: bool) -> HeadOfLineTracker:
+    """10 usable blocks of 16 tokens, 8 seats, a budget of 512 tokens."""
+    return HeadOfLineTracker(
         WorkloadColumns.from_requests(reqs),
         max_num_seqs=8,
         max_num_batched_tokens=512,
@@ -25,6 +20,15 @@ def _tracker(priority: bool = False, chunked: bool = True) -> tuple[HeadOfLineTr
         usable_blocks=10,
         priority=priority,
     )
+
+
+def _tracker(priority: bool = False, chunked: bool = True) -> tuple[HeadOfLineTracker, list[Request]]:
+    reqs = [
+        Request("big", 0.0, 900, 5, priority=1),
+        Request("small", 0.1, 50, 5, priority=0),
+        Request("mid", 0.2, 300, 5, priority=2),
+    ]
+    t = _tracker_for(reqs, chunked, priority)  # 160 tokens free at kv_usage 0
     for i in range(3):
         t.added(i)
     return t, reqs
@@ -65,19 +69,6 @@ def test_a_preempted_request_waiting_to_resume_blocks_everyone_behind_it():
 
 
 Event = tuple[str, int, int, int]  # (kind, request index, free blocks after the step, tokens scheduled)
-
-
-def _tracker_for(reqs: list[Request], chunked: bool, priority: bool) -> HeadOfLineTracker:
-    """10 usable blocks of 16 tokens, 8 seats, a budget of 512 tokens."""
-    return HeadOfLineTracker(
-        WorkloadColumns.from_requests(reqs),
-        max_num_seqs=8,
-        max_num_batched_tokens=512,
-        chunked=chunked,
-        block_size=16,
-        usable_blocks=10,
-        priority=priority,
-    )
 
 
 def _play_event(t: HeadOfLineTracker, n: int, event: Event, now: float) -> None:
