@@ -310,7 +310,7 @@ class FastForwardBase:
         # Events are encoded as ints, iteration * (n + 1) + request index + 1, and sorted as such:
         # 0 + 1 .. n within an iteration in running order; the first update's end_step is
         # (1, 0): after iteration 0's schedules, before iteration 1's.
-        left_out = {id(r) for r in skipped}
+        left_out = set(skipped)  # (requests hash by identity: no boxed id() per request)
         n = len(reqs)
         width = n + 1
         cs = [r.num_computed_tokens for r in reqs]
@@ -318,7 +318,7 @@ class FastForwardBase:
         events: list[int] = [width]  # iteration 1, slot 0: the first update's end_step (fences)
         for idx in range(n):
             c = cs[idx]
-            stop = k - 1 if left_out and id(reqs[idx]) in left_out else k
+            stop = k - 1 if left_out and reqs[idx] in left_out else k
             if stop > 0 and first[idx]:
                 events.append(idx + 1)
             # (while loops: compiled, a range with a variable step is a generic object)

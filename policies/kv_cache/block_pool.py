@@ -95,7 +95,7 @@ class BlockPool:
         mapped = self.mapped
         out: list[Any] = []
         b: Any = nxt[0]
-        for _ in range(num_blocks):
+        for _i in range(num_blocks):
             bid: int = b
             h = block_hash[bid]
             if h is not None:  # evict: the block is about to hold other content
@@ -188,18 +188,20 @@ class BlockPool:
             raise ValueError(f"cache_blocks: {len(block_ids)} blocks but {len(hashes)} hashes")
         block_hash, cached, mapped = self.block_hash, self.cached, self.mapped
         for i in range(len(block_ids)):
-            bid, h = block_ids[i], hashes[i]
+            b: Any = block_ids[i]  # stored as the objects they are (an int read is boxed anew)
+            h: Any = hashes[i]
+            bid: int = b
             if block_hash[bid] == h:
                 continue
             block_hash[bid] = h
             mapped[bid] = True
             entry = cached.get(h)
             if entry is None:
-                cached[h] = bid
+                cached[h] = b
             elif isinstance(entry, int):
-                cached[h] = [entry, bid]
+                cached[h] = [entry, b]
             else:
-                entry.append(bid)
+                entry.append(b)
 
     def mark_private(self, block_ids: list[int]) -> None:
         """Publish blocks whose content only their request can know, outside the hash map: they

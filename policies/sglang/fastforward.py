@@ -157,9 +157,9 @@ class SGLangFastForward(BaselineFastForward):
         kv, mem = self.kv, self.policy.mem
         tree, bs, n = mem.tree_cache, kv.block_size, len(reqs)
         cs = [r.num_computed_tokens for r in reqs]
-        left_out = {id(r) for r in skipped}  # not in the last batch: no page for its step
+        left_out = set(skipped)  # not in the last batch: no page for its step
         firsts = [max(len(kv.req_to_blocks[reqs[j].request_id]) * bs - cs[j], 0) for j in range(n)]
-        stops = [k - 1 if id(r) in left_out else k for r in reqs]
+        stops = [k - 1 if r in left_out else k for r in reqs]
         events = allocation_events(firsts, stops, bs)
         usable = kv.pool.num_usable_blocks
         room0 = kv.num_free_blocks + tree.evictable_units
@@ -205,7 +205,7 @@ class SGLangFastForward(BaselineFastForward):
         """The plan counter, and one new-token-ratio decay per decode batch."""
         p = self.policy
         p.step_id += k
-        for _ in range(k):
+        for _i in range(k):
             p.ratio.decay_step()
 
     def in_flight_plan(self, reqs: list[Request]) -> SGLangStepPlan:

@@ -227,14 +227,14 @@ class SGLangOverlapPolicy(BasePolicy):
     def _drop_admitted(self, adder: PrefillAdder) -> None:
         """Take the admitted requests out of the queue, keeping the others' order: the adder took
         them from the front, so they leave from there unless it skipped some on the way."""
-        admitted = {id(a.request) for a in adder.can_run if a.request is not self.chunked_req}
+        admitted = {a.request for a in adder.can_run if a.request is not self.chunked_req}
         waiting = self.waiting
         left = len(admitted)
-        while left and waiting and id(waiting[0]) in admitted:
+        while left and waiting and waiting[0] in admitted:
             waiting.popleft()
             left -= 1
         if left:  # a skipped request stands between admitted ones
-            self.waiting = type(waiting)(r for r in waiting if id(r) not in admitted)
+            self.waiting = type(waiting)(r for r in waiting if r not in admitted)
 
     def _mix_with_running(self, plan: SGLangStepPlan) -> None:
         """Mixed chunk: the running decodes ride along if their next pages fit (never retracted)."""
@@ -251,8 +251,8 @@ class SGLangOverlapPolicy(BasePolicy):
             return False
         finishing = finishing_inflight(self.running, self.max_new)
         if finishing:
-            gone = {id(r) for r in finishing}
-            self.running = [r for r in self.running if id(r) not in gone]
+            gone = set(finishing)  # (requests hash by identity)
+            self.running = [r for r in self.running if r not in gone]
             self.batch_is_full = False
         return bool(finishing)
 
@@ -371,8 +371,8 @@ class SGLangOverlapPolicy(BasePolicy):
         """Aborts also leave the not-yet-merged extend batch."""
         aborted = super().abort_requests(request_ids)
         if aborted:
-            gone = {id(r) for r in aborted}
-            self.last_extend_reqs = [r for r in self.last_extend_reqs if id(r) not in gone]
+            gone = set(aborted)
+            self.last_extend_reqs = [r for r in self.last_extend_reqs if r not in gone]
         return aborted
 
     def check_invariants(self) -> None:

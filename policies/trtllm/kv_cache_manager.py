@@ -187,7 +187,7 @@ class KVCacheManager:
             )
         seq = self.sequences[request_id] = GenerationRequest(request_id, input_length)
         if not self.enable_block_reuse:
-            for _ in range(num_blocks):
+            for _i in range(num_blocks):
                 seq.hold(self._get_free_block())
             return 0
         search: LookupNode | None = self.tree.root

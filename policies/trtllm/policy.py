@@ -399,7 +399,7 @@ class TrtllmPolicy:
                     self.finish_request(req, finishing[req.request_id])
         for req, n in rewinds:
             if req.request_id in self.requests:
-                for _ in range(n):
+                for _i in range(n):
                     self.kv.remove_token(req.request_id)
         self.resources.update_resources(contexts)
         if self.transceiver.has_transfers_in_flight():
@@ -437,7 +437,7 @@ class TrtllmPolicy:
         if req.is_context_init_state and req.is_first_context_chunk:
             self.resources.undo_sequence(req)
         elif req.is_generation_in_progress_state:
-            for _ in range(1 + drafts):
+            for _i in range(1 + drafts):
                 self.kv.remove_token(req.request_id)
 
     def finish_request(self, req: LlmRequest, status: RequestStatus) -> None:

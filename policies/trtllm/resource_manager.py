@@ -62,7 +62,7 @@ class ResourceManager:
                 if req.is_first_context_chunk and not self.kv.has_sequence(req.request_id):
                     self.add_sequence(req)
             for req in batch.generation_requests:
-                for _ in range(1 + req.num_draft_tokens):
+                for _i in range(1 + req.num_draft_tokens):
                     self.kv.add_token(req.request_id)
         except KvCacheExhaustedError as exc:
             ids = [r.request_id for r in batch.all_requests()]
@@ -107,7 +107,7 @@ class ResourceManager:
             req.estimated_reusable_tokens = 0
         request.num_computed_tokens = req.context_current_position
         self.stats.num_reused_tokens += reused
-        for _ in range(req.num_draft_tokens):
+        for _i in range(req.num_draft_tokens):
             kv.add_token(req.request_id)
 
     def fit_token_budget(self, batch: ScheduledRequests, step: int) -> None:

@@ -93,8 +93,8 @@ class FastForward:
         k = len(times)
         skipped: list[Request] = hooks.skipped_last(reqs, k) if k else []
         if skipped:  # the last schedule leaves some out (async max_tokens): retime it, or drop it
-            left_out = {id(r) for r in skipped}
-            kept = [r for r in reqs if id(r) not in left_out]
+            left_out = set(skipped)  # (requests hash by identity: no boxed id() per request)
+            kept = [r for r in reqs if r not in left_out]
             if not retime_last(world, self.costs, prev, times, kept, take):
                 k -= 1
                 skipped = []
@@ -165,17 +165,17 @@ class FastForward:
         oracle = executor.oracle
         idx0 = engine.num_launched
         delivered: list[list[int]]
-        in_flight: list[int] = []
+        in_flight: list[Any] = []  # token objects, moved as they are (an int read is boxed anew)
         draws: list[TokenDraw] = list(runners)
         if prev is None:  # sync: positions out .. out + k - 1, all sampled inside the stretch
             delivered = oracle.token_rows(reqs, draws, 0, k)
         else:  # async: position `out` is the in-flight step's; the last launch stays in flight
             fresh = oracle.token_rows(reqs, draws, 1, k)
             handle: SimStep = prev[0]
-            first = handle.result.sampled_token_ids
+            first: dict[str, list[Any]] = handle.result.sampled_token_ids
             delivered = []
             for j in range(len(reqs)):  # (compiled, an indexed loop beats zip)
-                row = fresh[j]
+                row: list[Any] = fresh[j]
                 in_flight.append(row.pop())
                 row.insert(0, first[reqs[j].request_id][0])
                 delivered.append(row)
@@ -195,9 +195,9 @@ class FastForward:
         if prev is not None:
             kept, kept_toks = reqs, in_flight
             if skipped:
-                left_out = {id(r) for r in skipped}
-                kept = [r for r in reqs if id(r) not in left_out]
-                kept_toks = [in_flight[j] for j in range(len(reqs)) if id(reqs[j]) not in left_out]
+                left_out = set(skipped)
+                kept = [r for r in reqs if r not in left_out]
+                kept_toks = [in_flight[j] for j in range(len(reqs)) if reqs[j] not in left_out]
             engine.batch_queue.clear()
             engine.batch_queue.appendleft(self._in_flight_step(kept, kept_toks, idx0 + k - 1, times))
         waiting = self._queue(world, times, usage, len(reqs), take)
@@ -256,7 +256,7 @@ class FastForward:
             world.metrics.on_jump_finishes(step, outputs, times.update[-1])
 
     def _in_flight_step(
-        self, kept: list[Request], toks: list[int], idx: int, times: StretchTimes
+        self, kept: list[Request], toks: list[Any], idx: int, times: StretchTimes
     ) -> InFlight:
         """The batch queue's entry for the stretch's last launch (async), as a real launch builds
         it: the requests it scheduled and the token each samples."""

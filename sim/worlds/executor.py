@@ -166,7 +166,8 @@ class SimExecutor:
         the decodes' context sum. The decodes of a plan without drafts go to `plain` (their contexts)
         instead of the shape, or nowhere (`plain` None): such a step needs only their count and sum
         (`plain_step_time`)."""
-        oracle, spec, ctxs = self.oracle, plan.spec_decode_tokens, plan.context_lens
+        oracle, spec = self.oracle, plan.spec_decode_tokens
+        ctxs: dict[str, Any] = plan.context_lens  # values read as the objects they are (no unbox)
         sampled, drafts = result.sampled_token_ids, result.draft_token_ids
         prefills, decodes = shape.prefills, shape.decodes
         check_kv = bool(oracle.kv_fail)
