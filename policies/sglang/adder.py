@@ -37,12 +37,10 @@ class Admission:
     """One request's shape in the batch: prefix it starts from, extend length, chunked or not."""
 
     def __init__(self, request: Request, prefix_len: int, extend_len: int, is_chunked: bool) -> None:
-        self.request, self.prefix_len, self.extend_len, self.is_chunked = (
-            request,
-            prefix_len,
-            extend_len,
-            is_chunked,
-        )
+        self.request = request
+        self.prefix_len = prefix_len
+        self.extend_len = extend_len
+        self.is_chunked = is_chunked
 
 
 class PrefillAdder:

@@ -89,21 +89,37 @@ def _play_event(t: HeadOfLineTracker, n: int, event: Event, now: float) -> None:
         t.step(now, plan, running=1, kv_usage=1.0 - free / 10)
 
 
-@settings(max_examples=200, deadline=None, derandomize=True)
-@given(
-    # some prompts a whole number of blocks: exactly at a free-token limit
-    prompts=st.lists(
-        st.one_of(st.integers(1, 400), st.integers(1, 12).map(lambda b: 16 * b)), min_size=1, max_size=12
-    ),
-    events=st.lists(
+def _prompt_lists(max_size: int) -> st.SearchStrategy[list[int]]:
+    """Prompt lengths, some a whole number of blocks: exactly at a free-token limit."""
+    return st.lists(
+        st.one_of(st.integers(1, 400), st.integers(1, 12).map(lambda b: 16 * b)),
+        min_size=1,
+        max_size=max_size,
+    )
+
+
+def _event_lists(kinds: list[str], max_idx: int) -> st.SearchStrategy[list[Event]]:
+    """Up to 40 events of the given kinds (repeats weight them) on requests 0 .. max_idx."""
+    return st.lists(
         st.tuples(
-            st.sampled_from(["step", "step", "step", "add", "left", "preempt", "resume"]),
-            st.integers(0, 11),
+            st.sampled_from(kinds),
+            st.integers(0, max_idx),
             st.integers(0, 10),  # free blocks after the step (of 10)
             st.integers(0, 600),  # tokens the step scheduled
         ),
         max_size=40,
-    ),
+    )
+
+
+def _requests(prompts: list[int]) -> list[Request]:
+    """One request per prompt, arriving in order, priorities cycling 0, 1, 2."""
+    return [Request(f"r{i}", 0.1 * i, p, 5, priority=i % 3) for i, p in enumerate(prompts)]
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    prompts=_prompt_lists(12),
+    events=_event_lists(["step", "step", "step", "add", "left", "preempt", "resume"], 11),
     chunked=st.booleans(),
     priority=st.booleans(),
 )
@@ -112,7 +128,7 @@ def test_keeping_the_blocked_set_equals_judging_afresh(
 ) -> None:
     """A judgement that keeps the blocked set (same queue, a lower limit they all meet) charges
     exactly what judging every schedule from scratch charges, whatever the queue does."""
-    reqs = [Request(f"r{i}", 0.1 * i, p, 5, priority=i % 3) for i, p in enumerate(prompts)]
+    reqs = _requests(prompts)
     kept, fresh = _tracker_for(reqs, chunked, priority), _tracker_for(reqs, chunked, priority)
     for t in (kept, fresh):  # a queue to start with
         for i in range(len(reqs)):
@@ -182,18 +198,8 @@ def _reference_charges(
 
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(
-    prompts=st.lists(
-        st.one_of(st.integers(1, 400), st.integers(1, 12).map(lambda b: 16 * b)), min_size=1, max_size=10
-    ),
-    events=st.lists(
-        st.tuples(
-            st.sampled_from(["step", "step", "add", "add", "left", "preempt", "resume"]),
-            st.integers(0, 9),
-            st.integers(0, 10),
-            st.integers(0, 600),
-        ),
-        max_size=40,
-    ),
+    prompts=_prompt_lists(10),
+    events=_event_lists(["step", "step", "add", "add", "left", "preempt", "resume"], 9),
     chunked=st.booleans(),
     priority=st.booleans(),
 )
@@ -202,7 +208,7 @@ def test_charges_equal_the_rule_applied_request_by_request(
 ) -> None:
     """Requests reach the engine in any order, leave and come back, the queue empties and refills:
     every request is charged what the rule, applied to each waiting request, charges it."""
-    reqs = [Request(f"r{i}", 0.1 * i, p, 5, priority=i % 3) for i, p in enumerate(prompts)]
+    reqs = _requests(prompts)
     t = _tracker_for(reqs, chunked, priority)
     now = 0.0
     for event in events:
