@@ -55,7 +55,7 @@ class PrefillAdder:
         num_mixed_decode_tokens: int,
         max_new: dict[str, int],
     ) -> None:
-        self.page = config.page_size
+        self.page = mem.page_size  # (the config's is a property: a Python call, compiled)
         self.clip = config.clip_max_new_tokens
         self.max_new = max_new
         self.mem = mem

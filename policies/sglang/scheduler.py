@@ -81,14 +81,15 @@ class SGLangOverlapPolicy(BasePolicy):
             return
         super().add_request(request)
         capacity = self.kv.pool.num_usable_blocks * cfg.block_size
-        paged = -(-request.prompt_len // cfg.page_size) * cfg.page_size
+        page = self.mem.page_size  # (the config's is a property: a Python call, compiled)
+        paged = -(-request.prompt_len // page) * page
         # 0 is possible (a prompt filling the empty pool): the prefill's token still finishes it
         self.max_new[request.request_id] = max(
             0,
             min(
                 request.max_tokens,
                 self.max_req_len - request.prompt_len - 1,
-                capacity - paged - cfg.page_size - 1,
+                capacity - paged - page - 1,
             ),
         )
 

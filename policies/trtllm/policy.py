@@ -105,6 +105,7 @@ class TrtllmPolicy:
         )
         self.transceiver = CacheTransceiver(self.resources, self.keys)
         self.max_num_active_requests = config.effective_max_batch_size * config.num_micro_batches
+        self.max_input_len = config.effective_max_input_len  # (a config property: read once)
         self.waiting: deque[LlmRequest] = deque()  # the executor queue: not yet seen by the schedulers
         self.active: list[LlmRequest] = []
         self.num_started = 0  # active requests run since their (re)admission (`has_run`)
@@ -134,10 +135,10 @@ class TrtllmPolicy:
         cfg = self.config
         if request.request_id in self.requests:
             raise ValueError(f"request {request.request_id}: request_id already queued")
-        if request.prompt_len > cfg.effective_max_input_len:
+        if request.prompt_len > self.max_input_len:
             raise ValueError(
                 f"request {request.request_id}: prompt_len {request.prompt_len} exceeds "
-                f"max_input_len {cfg.effective_max_input_len}"
+                f"max_input_len {self.max_input_len}"
             )
         kind = self._request_type(request)
         first_gen_token = -1
@@ -275,6 +276,7 @@ class TrtllmPolicy:
         scheduled = batch.all_requests()
         for req in scheduled:
             self._add_to_plan(req, plan)
+        self.inflight.update(plan.num_scheduled_tokens)  # (one C-level pass: no call per request)
         # the scheduled table's copy, overwritten: cheaper than inserting (docs/compiled-core.md, "Dicts")
         contexts = plan.context_lens = plan.num_scheduled_tokens.copy()
         for req in scheduled:
@@ -298,7 +300,7 @@ class TrtllmPolicy:
         self.resources.free_resources(req)
         if req.has_run:
             self.num_started -= 1
-        lost = pause(req, self.config.effective_max_input_len)
+        lost = pause(req, self.max_input_len)
         self.keys.truncate(req.request_id, req.prompt_len)
         req.expected_snapshot_points = self._snapshot_points(req.prompt_len)
         plan.paused_req_ids.append(req.request_id)
@@ -323,7 +325,6 @@ class TrtllmPolicy:
             request.status = RequestStatus.RUNNING
             req.has_run = True
             self.num_started += 1
-        self.inflight.add(rid)
         req.scheduled_tokens, req.scheduled_drafts = base, drafts
 
     # ---- results ----
@@ -336,13 +337,13 @@ class TrtllmPolicy:
         failed_kv_load_ids = result.failed_kv_load_ids
         draft_token_ids = result.draft_token_ids
         max_model_len = self.config.max_model_len
-        inflight = self.inflight
+        # the step has landed: its requests leave the in-flight set (one C-level pass); a live one
+        # was in it exactly when it has tokens scheduled (`check_policy_invariants`), so that is
+        # what each asks below (a finished one left it, and a re-added id has none scheduled)
+        self.inflight.difference_update(plan.num_scheduled_tokens)
         for rid in plan.num_scheduled_tokens:
             req = self.requests.get(rid)
-            scheduled = rid in inflight
-            if scheduled:
-                inflight.discard(rid)
-            if req is None or not scheduled:
+            if req is None or req.scheduled_tokens == 0:
                 gone = self.release_after_step.pop(rid, None)
                 if gone is not None:
                     self.resources.release_finished(gone)

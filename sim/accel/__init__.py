@@ -51,6 +51,7 @@ COMPILED_MODULES = (
     "schedsim.policies.trtllm.micro_batch",
     "schedsim.policies.trtllm.chunking",
     "schedsim.policies.trtllm.lifecycle",
+    "schedsim.policies.trtllm.pause",
     "schedsim.policies.trtllm.scheduled_requests",
     "schedsim.policies.trtllm.resource_manager",
     "schedsim.policies.trtllm.cache_transceiver",

@@ -32,9 +32,10 @@ from schedsim.worlds.simpy_world import SimWorld
 
 InFlight = tuple[Any, StepPlan, int]  # a batch-queue entry: handle (a SimStep here), plan, index
 MIN_JUMP: Final = 1  # even a one-iteration jump costs less than an ordinary iteration
-# While requests wait a jump also certifies the queue's head and judges every schedule for
-# head-of-line blocking: one iteration then costs about what the iteration itself would.
-MIN_QUEUED_JUMP: Final = 2
+# With two batches in flight and requests waiting, a jump also builds the in-flight step's plan,
+# certifies the queue's head and judges every schedule for head-of-line blocking: one iteration
+# then costs more than the iteration itself would (bench/RESULTS.md, "One-iteration jumps").
+MIN_QUEUED_ASYNC_JUMP: Final = 2
 MAX_JUMP: Final = 4096  # bounds the arrays of one jump
 
 
@@ -81,7 +82,8 @@ class FastForward:
         take = isinstance(inputs, InputStream) and hooks.arrivals_wait(inputs.longest_prompt)
         if due_now and not take:
             return 0
-        least = MIN_QUEUED_JUMP if engine.policy.get_request_counts()[1] else MIN_JUMP
+        queued = engine.depth > 1 and engine.policy.get_request_counts()[1] > 0
+        least = MIN_QUEUED_ASYNC_JUMP if queued else MIN_JUMP
         prev = queue[0] if queue else None
         runners: list[RunnerState] = []  # each request's, looked up once for the whole stretch
         limit = self._executor_horizon(world, reqs, prev, runners)

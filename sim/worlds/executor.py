@@ -111,17 +111,19 @@ class SimExecutor:
         self._reset_positions(plan)  # (a plan may preempt, pause or finish and schedule nothing)
         if not plan.num_scheduled_tokens:
             return handle
-        shape = StepShape()
+        # the shape's lists; a StepShape (an interpreted dataclass) only for a model that needs one
+        prefills: list[tuple[int, int]] = []
+        decodes: list[tuple[int, int]] = []
         # the decodes' contexts of a plan without drafts, kept only for a model that needs them
         plain_step_time = self.plain_step_time
         plain: list[int] | None = [] if plain_step_time is None else None
-        ctx_sum = self._play(plan, requests, result, shape, plain, handle)
+        ctx_sum = self._play(plan, requests, result, prefills, decodes, plain, handle)
         if plain_step_time is not None and not handle.num_spec_tokens:
-            handle.gpu_time = float(plain_step_time(shape.prefills, handle.num_decode_reqs, ctx_sum))
+            handle.gpu_time = float(plain_step_time(prefills, handle.num_decode_reqs, ctx_sum))
         else:
-            if plain:  # (None with drafts too: then the decodes are in the shape already)
-                shape.decodes = [(ctx, 0) for ctx in plain]
-            handle.gpu_time = float(self.latency_model.step_time(shape))
+            if plain:  # (None with drafts too: then the decodes are listed already)
+                decodes = [(ctx, 0) for ctx in plain]
+            handle.gpu_time = float(self.latency_model.step_time(StepShape(prefills, decodes)))
         if self.draft_latency_model is not None:
             handle.draft_time = self._draft_time(plan)
             handle.gpu_time += handle.draft_time
@@ -158,18 +160,18 @@ class SimExecutor:
         plan: StepPlan,
         requests: dict[str, Request],
         result: StepResult,
-        shape: StepShape,
+        prefills: list[tuple[int, int]],
+        decodes: list[tuple[int, int]],
         plain: list[int] | None,
         h: SimStep,
     ) -> int:
         """Classify each scheduled request and sample its tokens (the simulator's hot loop); returns
         the decodes' context sum. The decodes of a plan without drafts go to `plain` (their contexts)
-        instead of the shape, or nowhere (`plain` None): such a step needs only their count and sum
+        instead of `decodes`, or nowhere (`plain` None): such a step needs only their count and sum
         (`plain_step_time`)."""
         oracle, spec = self.oracle, plan.spec_decode_tokens
         ctxs: dict[str, Any] = plan.context_lens  # values read as the objects they are (no unbox)
         sampled, drafts = result.sampled_token_ids, result.draft_token_ids
-        prefills, decodes = shape.prefills, shape.decodes
         check_kv = bool(oracle.kv_fail)
         workers, token, span = self.workers, oracle.token, oracle.span
         propose = self.propose_drafts
