@@ -26,6 +26,7 @@ from typing import Any
 from mypy_extensions import mypyc_attr
 
 from .kv_cache import KVCacheManager
+from .kv_cache.block_pool import NULL_BLOCK_ID
 from .kv_cache.hashing import private_from
 from .plan import RequestOutput, StepPlan
 from .request import Request, RequestStatus
@@ -244,11 +245,20 @@ class FastForwardBase:
         fence = kv.processed_step_seq + 1
         if not getattr(self.config, "defer_block_free", False):
             return 0
-        n = 0
+        # a release drops one reference per listed block: only a block whose last references go
+        # (not one a running request shares through a prefix hit) comes back free
+        drops: dict[int, int] = {}
         for seq, blocks in kv.deferred_frees:
             if seq > fence:
                 return -1
-            n += len(blocks)
+            for b in blocks:
+                if b != NULL_BLOCK_ID:
+                    drops[b] = drops.get(b, 0) + 1
+        ref_cnt = kv.pool.ref_cnt
+        n = 0
+        for b, d in drops.items():
+            if ref_cnt[b] == d:
+                n += 1
         return n
 
     def advance(

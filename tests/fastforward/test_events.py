@@ -10,9 +10,14 @@ identical with fast-forward on and off.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pandas as pd
 import pytest
 from schedsim import RunConfig
+from schedsim.policies.fastforward import FastForwardBase
+from schedsim.policies.kv_cache import KVCacheManager
+from schedsim.policies.kv_cache.block_pool import NULL_BLOCK_ID
 from support.fastforward import assert_same, assert_same_state_when_stopped, trace_config
 
 pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
@@ -75,3 +80,22 @@ def test_deferred_block_free_identical_tables_and_state(
     for extra in ({}, {"max_tokens_source": "cap"}, {"abort_fraction": 0.3, "abort_window_s": 3.0}):
         assert assert_same(RunConfig(**{**base.__dict__, **extra}))["fast_forward_steps"] > 0, extra
     assert_same_state_when_stopped(base, (1.37, 2.9), monkeypatch)
+
+
+@pytest.mark.parametrize("both_released", [False, True])
+def test_fenced_release_counts_only_blocks_losing_their_last_reference(both_released: bool) -> None:
+    """The horizon's count of blocks the first update's fenced release frees is what end_step then
+    frees: a block still shared through a prefix hit stays held, a null block is no block."""
+    kv = KVCacheManager(num_gpu_blocks=10, block_size=4, max_model_len=64)
+    a, b, c = kv.pool.get_new_blocks(3)
+    kv.pool.touch([a])  # a second request's prefix hit: two references
+    fence = kv.processed_step_seq + 1
+    kv.deferred_frees.append((fence, [a, b]))
+    if both_released:
+        kv.deferred_frees.append((fence, [NULL_BLOCK_ID, a, c]))
+    config = SimpleNamespace(defer_block_free=True)
+    ff = FastForwardBase(SimpleNamespace(config=config, kv=kv, max_concurrent_batches=2))
+    counted = ff._released_blocks()
+    before = kv.num_free_blocks
+    kv.end_step()
+    assert counted == kv.num_free_blocks - before == (3 if both_released else 1)
