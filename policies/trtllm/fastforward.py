@@ -58,9 +58,6 @@ class TrtllmFastForward:
         self.policy = policy
         self.config = policy.config
         self.kv = policy.kv
-        # the micro-batch's caps, read once (the config's are properties: a Python call, compiled)
-        self.max_batch_size = policy.config.effective_max_batch_size
-        self.max_num_tokens = policy.config.effective_max_num_tokens
         self.waiters_stay = False  # the last steady_running's answer to arrivals_wait
         self.head: LlmRequest | None = None  # the context each schedule of the stretch asks about
 
@@ -101,7 +98,9 @@ class TrtllmFastForward:
             elif first_context < 0:
                 first_context = i
         n = len(gens)
-        if not n or n > self.max_batch_size or n > self.max_num_tokens:
+        micro = p.micro  # its caps (the config's are properties: a Python call, compiled)
+        limit = micro.max_num_tokens
+        if not n or n > micro.max_batch_size or (limit is not None and n > limit):
             return None
         if (first_context >= 0 or p.waiting) and not self._queue_blocked(gens, first_context):
             return None
