@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -42,11 +43,13 @@ ATTENTION_OPS = (
     "attn_output_reshape",
 )
 NETWORK_NODES = {"h100_dgx": "h100-sxm", "a100_dgx": "a100-80gb"}
-_FILES = {
-    "compute": "profile_compute.csv.gz",
+TABLES = ("compute", "network", "attention")
+_FILES = {  # the compute table is one file per model (compute_file)
     "network": "profile_network.csv.gz",
     "attention": "profile_attention.csv.gz",
 }
+COMPUTE_GLOB = "profile_compute*.csv.gz"
+WHOLE_COMPUTE_FILE = "profile_compute.csv.gz"  # every model's compute rows in one file
 KEYS_FILE = "profile_keys.json"  # Profiles.keys() of the tables beside it (a test checks it)
 
 
@@ -211,10 +214,17 @@ def import_vidur(root: str | Path) -> Profiles:
 
 
 def write_profiles(profiles: Profiles, out_dir: str | Path) -> list[Path]:
-    """Write the tidy tables as compact gzip CSVs."""
+    """Write the tidy tables as compact gzip CSVs, the compute table one file per model (a run
+    parses only its model's rows)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in out_dir.glob(COMPUTE_GLOB):
+        stale.unlink()
     written = []
+    for model, rows in _by_model(profiles.compute):
+        path = out_dir / compute_file(model)
+        rows.to_csv(path, index=False, float_format="%.4g")
+        written.append(path)
     for attr, name in _FILES.items():
         df = getattr(profiles, attr)
         path = out_dir / name
@@ -233,14 +243,53 @@ def write_profiles(profiles: Profiles, out_dir: str | Path) -> list[Path]:
     return written
 
 
-def read_profiles(folder: str | Path) -> Profiles:
-    """Tidy tables from a folder written by write_profiles."""
+def compute_file(model: str) -> str:
+    """The file name of one model's compute rows."""
+    if not model or any(c in model for c in "/\\") or model.startswith("."):
+        raise ValueError(f"model name {model!r} cannot name a profile file")
+    return f"profile_compute.{model}.csv.gz"
+
+
+def _by_model(compute: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The compute rows of each model, in order of first appearance, rows in their order."""
+    if compute.empty:
+        return []
+    return [(str(m), rows) for m, rows in compute.groupby("model", sort=False)]
+
+
+def read_profiles(
+    folder: str | Path, models: Iterable[str] | None = None, tables: Collection[str] = TABLES
+) -> Profiles:
+    """Tidy tables from a folder written by write_profiles: the compute rows of `models` (None:
+    every model), and of `tables` only those named (the others empty). A single
+    profile_compute.csv.gz holding every model is read too."""
     folder = Path(folder)
-    frames = {}
-    for attr, name in _FILES.items():
-        path = folder / name
-        frames[attr] = pd.read_csv(path) if path.is_file() else pd.DataFrame()
+    unknown = sorted(set(tables) - set(TABLES))
+    if unknown:
+        raise ValueError(f"unknown profile table(s) {unknown}; known: {list(TABLES)}")
+    frames = {
+        attr: pd.read_csv(folder / name) if attr in tables and (folder / name).is_file() else pd.DataFrame()
+        for attr, name in _FILES.items()
+    }
+    frames["compute"] = _read_compute(folder, models) if "compute" in tables else pd.DataFrame()
     return Profiles(**frames)
+
+
+def _read_compute(folder: Path, models: Iterable[str] | None) -> pd.DataFrame:
+    """The compute rows of `models` (None: all), from the per-model files and a whole-table file."""
+    wanted = None if models is None else set(models)
+    if wanted is None:
+        paths = sorted(p for p in folder.glob(COMPUTE_GLOB) if p.name != WHOLE_COMPUTE_FILE)
+    else:
+        paths = [folder / compute_file(m) for m in sorted(wanted)]
+    parts = [pd.read_csv(p) for p in paths if p.is_file()]
+    whole = folder / WHOLE_COMPUTE_FILE
+    if whole.is_file():
+        df = pd.read_csv(whole)
+        parts.append(df if wanted is None else df[df.model.isin(wanted)])
+    if not parts:
+        return pd.DataFrame()
+    return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].reset_index(drop=True)
 
 
 @lru_cache(maxsize=1)
@@ -253,8 +302,19 @@ def shipped_profile_keys() -> frozenset[tuple[str, str, int]]:
 @lru_cache(maxsize=1)
 def shipped_profiles() -> Profiles:
     """The profiles shipped with schedsim (imported from Vidur; MIT, see data/LICENSES)."""
-    data = resources.files("schedsim.latency").joinpath("data")
-    return read_profiles(Path(str(data)))
+    return read_profiles(shipped_folder())
+
+
+@lru_cache(maxsize=16)
+def shipped_compute_profiles(models: tuple[str, ...], network: bool) -> Profiles:
+    """The shipped compute rows of some models (and the network table when asked): what a run
+    reads, a few thousand rows instead of every model's."""
+    return read_profiles(shipped_folder(), models, ("compute", "network") if network else ("compute",))
+
+
+def shipped_folder() -> Path:
+    """The folder of the shipped profile tables."""
+    return Path(str(resources.files("schedsim.latency").joinpath("data")))
 
 
 def node_for_gpu(gpu: str) -> str | None:

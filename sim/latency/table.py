@@ -14,8 +14,8 @@ from .profiles import (
     Profiles,
     node_for_gpu,
     read_profiles,
+    shipped_compute_profiles,
     shipped_profile_keys,
-    shipped_profiles,
 )
 from .roofline import RooflineModel
 from .specs import GpuSpec, ModelSpec, get_model_spec, list_model_specs
@@ -63,12 +63,14 @@ def find_profile(
 ) -> TableProfile | None:
     """The measured profile for (model, gpu, tp): the calibration's tables first, then shipped."""
     sources: list[tuple[Profiles, str]] = []
+    wanted = (model.name, *same_layer_shapes(model))  # the only models whose rows are read
+    tables = ("compute", "network") if tp > 1 else ("compute",)  # all-reduce only under TP
     if calibration and calibration.get("profiles"):
         folder = Path(calibration["_path"]).parent / calibration["profiles"]
-        sources.append((read_profiles(folder), str(folder)))
+        sources.append((read_profiles(folder, wanted, tables), str(folder)))
     shipped = shipped_profile_keys()
-    if any((name, gpu.name, tp) in shipped for name in [model.name, *same_layer_shapes(model)]):
-        sources.append((shipped_profiles(), "shipped (Vidur, MIT)"))  # parsed only when it has one
+    if any((name, gpu.name, tp) in shipped for name in wanted):  # parsed only when it has one
+        sources.append((shipped_compute_profiles(wanted, tp > 1), "shipped (Vidur, MIT)"))
     for names in ([model.name], same_layer_shapes(model)):
         found = []
         for name in names:

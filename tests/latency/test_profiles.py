@@ -7,6 +7,7 @@ from schedsim.latency.calibration import fit_roofline
 from schedsim.latency.fit_roofline import fit_all_reduce, fit_operators
 from schedsim.latency.profiles import (
     Profiles,
+    compute_file,
     import_vidur,
     read_profiles,
     shipped_profile_keys,
@@ -31,6 +32,51 @@ def test_import_vidur_to_tidy_roundtrip(tmp_path, vidur_tree, truth_config):
     write_profiles(prof, tmp_path / "tidy")
     back = read_profiles(tmp_path / "tidy")
     assert back.compute.shape == prof.compute.shape and back.keys() == prof.keys()
+
+
+def _compute_rows(model: str, n: int) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "gpu": "h100-sxm",
+            "model": model,
+            "tp": 1,
+            "op": "add",
+            "num_tokens": range(1, n + 1),
+            "time_s": [1e-5 * (i + 1) for i in range(n)],
+        }
+    )
+
+
+def test_compute_rows_are_written_per_model_and_read_per_model(tmp_path):
+    """A run parses its own model's rows only: one compute file per model, read by name."""
+    a, b = _compute_rows("llama-2-7b", 3), _compute_rows("phi-2", 2)
+    prof = Profiles(pd.concat([a, b], ignore_index=True), pd.DataFrame(), pd.DataFrame())
+    write_profiles(prof, tmp_path)
+    assert sorted(p.name for p in tmp_path.glob("profile_compute*")) == [
+        "profile_compute.llama-2-7b.csv.gz",
+        "profile_compute.phi-2.csv.gz",
+    ]
+    pd.testing.assert_frame_equal(read_profiles(tmp_path, ["phi-2"]).compute, b)
+    pd.testing.assert_frame_equal(read_profiles(tmp_path).compute, prof.compute)
+    assert read_profiles(tmp_path, ["llama-2-7b"], ("network",)).compute.empty
+    assert read_profiles(tmp_path, ["no-such-model"]).compute.empty
+    write_profiles(Profiles(a, pd.DataFrame(), pd.DataFrame()), tmp_path)  # rewritten: phi-2 is gone
+    assert read_profiles(tmp_path).keys() == [("llama-2-7b", "h100-sxm", 1)]
+
+
+def test_a_whole_compute_table_in_one_file_is_read_too(tmp_path):
+    a, b = _compute_rows("llama-2-7b", 3), _compute_rows("phi-2", 2)
+    pd.concat([a, b], ignore_index=True).to_csv(tmp_path / "profile_compute.csv.gz", index=False)
+    pd.testing.assert_frame_equal(read_profiles(tmp_path, ["phi-2"]).compute, b)
+    assert read_profiles(tmp_path).keys() == [("llama-2-7b", "h100-sxm", 1), ("phi-2", "h100-sxm", 1)]
+
+
+def test_profile_reading_refuses_unknown_tables_and_unsafe_model_names(tmp_path):
+    with pytest.raises(ValueError, match=r"unknown profile table\(s\) \['kernels'\]"):
+        read_profiles(tmp_path, tables=("compute", "kernels"))
+    with pytest.raises(ValueError, match="cannot name a profile file"):
+        compute_file("../llama")
+    assert compute_file("llama-2-7b") == "profile_compute.llama-2-7b.csv.gz"
 
 
 def test_import_drops_physically_impossible_rows_with_a_warning(tmp_path, vidur_tree, mlp_frame):
