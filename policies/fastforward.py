@@ -198,11 +198,9 @@ class FastForwardBase:
         max_model_len: int = self.config.max_model_len
         k = limit
         fin = 0 if self.finishes_in_last_update else -1  # may the last update reach the output cap?
-        caps = self._max_new_all(reqs)
-        for j in range(len(reqs)):  # (compiled, an indexed loop beats zip)
-            r = reqs[j]
+        for r in reqs:
             out = len(r.output_token_ids)
-            k = min(k, caps[j] - out + fin)
+            k = min(k, self._max_new(r) - out + fin)  # (compiled: a native call, no boxed cap)
             k = min(k, max_model_len - r.prompt_len - out - 1)
         if k <= 0:
             return 0
@@ -230,10 +228,6 @@ class FastForwardBase:
             offsets.sort()
             k = min(k, offsets[free])
         return k
-
-    def _max_new_all(self, reqs: list[Request]) -> list[int]:
-        """_max_new of each request (one call; a family may do it without a call apiece)."""
-        return [self._max_new(r) for r in reqs]
 
     def _released_blocks(self) -> int:
         """Blocks of deferred frees the first iteration's end_step releases; -1 if some stay fenced.

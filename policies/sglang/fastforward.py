@@ -127,12 +127,10 @@ class SGLangFastForward(BaselineFastForward):
         start, exceed the free and evictable pages (that step would retract)."""
         k = limit
         max_model_len: int = self.config.max_model_len
-        caps = self._max_new_all(reqs)
-        for j in range(len(reqs)):
-            r = reqs[j]
+        for r in reqs:
             out = len(r.output_token_ids)
             # a cap: the last update (two-argument min: compiled, a third makes it a generic call)
-            k = min(min(k, caps[j] - out), max_model_len - r.prompt_len - out - 1)
+            k = min(min(k, self._max_new(r) - out), max_model_len - r.prompt_len - out - 1)
         if k <= 0:
             return 0
         kv = self.kv
@@ -188,8 +186,7 @@ class SGLangFastForward(BaselineFastForward):
         (`_drop_finishing`); the last update then stops it."""
         if not self.lag or not self.policy.config.enable_skip_finishing_decode:
             return []
-        caps = self._max_new_all(reqs)
-        return [reqs[j] for j in range(len(reqs)) if len(reqs[j].output_token_ids) + k >= caps[j]]
+        return [r for r in reqs if len(r.output_token_ids) + k >= self._max_new(r)]
 
     def _skipped_update(self, r: Request) -> None:
         """`_drop_finishing` took it out of the running batch, which is open again."""

@@ -282,23 +282,23 @@ class TrtllmFastForward:
         assert not skipped, "TensorRT-LLM stretches leave nobody out"
         p, kv = self.policy, self.kv
         bs = kv.tokens_per_block
-        starts = [r.num_computed_tokens for r in reqs]
-        # addToken crosses a block boundary (takes a block) every bs iterations
-        events = allocation_events([(-c) % bs for c in starts], [k] * len(starts), bs)
+        # addToken crosses a block boundary (takes a block) every bs iterations; each request's
+        # computed tokens stay as they start until the last loop below sets them
+        events = allocation_events([(-r.num_computed_tokens) % bs for r in reqs], [k] * len(reqs), bs)
         usage: list[float] = []
         e = 0
         for i in range(k):
             if i == k - 1 and self.head is not None:
                 self._head_need(self.head)  # the last schedule's capacity pass asks about the head
             while e < len(events) and events[e][0] == i:
-                j = events[e][1]
-                rid = reqs[j].request_id
-                kv.fast_forward_tokens(rid, starts[j] + i)
+                r = reqs[events[e][1]]
+                rid = r.request_id
+                kv.fast_forward_tokens(rid, r.num_computed_tokens + i)
                 kv.add_token(rid)  # crosses the boundary: a block from the free queue's front
                 e += 1
             usage.append(kv.usage)
         for j, r in enumerate(reqs):
-            kv.fast_forward_tokens(r.request_id, starts[j] + k)
+            kv.fast_forward_tokens(r.request_id, r.num_computed_tokens + k)
             r.output_token_ids.extend(tokens[j])
             r.num_computed_tokens = r.prompt_len + len(r.output_token_ids) - 1
             r.num_in_flight_tokens = 0

@@ -113,6 +113,9 @@ class TrtllmPolicy:
         # inflight_req_ids: requests in a step still on the device (what it computes for each: its
         # LlmRequest's scheduled_tokens and scheduled_drafts)
         self.inflight: set[str] = set()
+        # whether any request may hold spec_token_ids (drafts attached, or brought in): until
+        # then a landed step need not read each request's list (a cache miss per request)
+        self.spec_ids_attached = False
         self.release_after_step: dict[str, LlmRequest] = {}  # aborted while their step runs
         self.finished_req_ids: list[str] = []  # reported in the next plan
         self.iter_counter = 0  # PyExecutor's: the plan's step id
@@ -151,6 +154,7 @@ class TrtllmPolicy:
         ):
             raise ValueError(f"request {request.request_id}: status must be WAITING with no computed tokens")
         max_new = min(request.max_tokens, cfg.max_model_len - request.prompt_len)
+        self.spec_ids_attached = self.spec_ids_attached or bool(request.spec_token_ids)
         req = LlmRequest.from_request(request, max_new, self._snapshot_points(request.prompt_len))
         if kind is not LlmRequestType.CONTEXT_AND_GENERATION:
             self._init_disagg(req, kind, first_gen_token)
@@ -248,6 +252,7 @@ class TrtllmPolicy:
                 room = req.max_new_tokens - req.max_num_generated_tokens - 1
                 req.draft_tokens = tuple(ids[: max(min(req.request.num_spec_tokens, room), 0)])
                 req.request.spec_token_ids = list(req.draft_tokens)
+                self.spec_ids_attached = self.spec_ids_attached or bool(req.draft_tokens)
 
     # ---- scheduling ----
     def schedule(self) -> StepPlan:
@@ -385,7 +390,7 @@ class TrtllmPolicy:
                 finish = RequestStatus.FINISHED_LENGTH_CAPPED  # the context phase is all it runs
             if req.draft_tokens:
                 req.draft_tokens = ()
-            if req.request.spec_token_ids:
+            if self.spec_ids_attached and req.request.spec_token_ids:
                 req.request.spec_token_ids = []
             if draft_token_ids and rid in draft_token_ids and finish is None:
                 self.update_draft_token_ids({rid: draft_token_ids[rid]})

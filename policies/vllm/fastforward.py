@@ -113,10 +113,6 @@ class VllmFastForward(FastForwardBase):
         """The stretch's first plan reported them."""
         self.sched.finished_req_ids = []
 
-    def _max_new_all(self, reqs: list[Request]) -> list[int]:
-        """vLLM stops at max_tokens (the base _max_new), read without a call per request."""
-        return [r.max_tokens for r in reqs]
-
     def _first_kv(self, reqs: list[Request], cs: list[int], out0: list[int]) -> list[bool]:
         """The fast-path test of every request's first schedule, in one call."""
         kv = self.kv

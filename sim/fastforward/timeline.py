@@ -168,7 +168,7 @@ def timeline(
     bounds = _Bounds(world, prev is None, arrivals_wait)
     gpu_free: float = world.gpu_free
     prev_end: float = prev[0].end if prev is not None else math.nan
-    step_time = DecodeTimes(world.executor.latency_model, [r.num_computed_tokens for r in reqs])
+    step_time = DecodeTimes(world.executor.latency_model, reqs)
     for i in range(limit):
         if not _iteration(
             bounds, t, c, gpu_free, prev_end, s, p, d0 if i == 0 else d, u0 if i == 0 else u, step_time.at(i)
@@ -197,7 +197,7 @@ def retime_last(
     t.pop()
     if not kept:
         return False
-    g = DecodeTimes(world.executor.latency_model, [r.num_computed_tokens for r in kept]).at(i)
+    g = DecodeTimes(world.executor.latency_model, kept).at(i)
     if not _iteration(
         _Bounds(world, prev is None, arrivals_wait),
         t,
@@ -217,19 +217,21 @@ def retime_last(
 
 class DecodeTimes:
     """i -> GPU time of the stretch's i-th step (every context one longer per step): the model's
-    closed form where it has one (a native call for the roofline), else step_time on the shape."""
+    closed form where it has one (a native call for the roofline), else step_time on the shape.
+    Built from the requests as they stand before the stretch is applied."""
 
-    def __init__(self, model: Any, ctx0: list[int]) -> None:
-        self.n = len(ctx0)
+    def __init__(self, model: Any, reqs: list[Request]) -> None:
+        self.n = len(reqs)
         total = 0
-        for x in ctx0:  # (compiled: native adds, where sum() is a generic call)
-            total += x
+        for r in reqs:  # (compiled: native reads and adds, no list of boxed contexts)
+            total += r.num_computed_tokens
         self.ctx_sum = total
-        self.ctx0 = ctx0
         self.model = model
         self.roofline: RooflineModel | None = model if isinstance(model, RooflineModel) else None
         # the other models' closed form or shape, looked up only for them (generic calls)
         self.closed: Any = None if self.roofline is not None else getattr(model, "decode_step_time", None)
+        generic = self.roofline is None and self.closed is None
+        self.ctx0: list[int] = [r.num_computed_tokens for r in reqs] if generic else []
         self.shape: StepShape | None = None
 
     def at(self, i: int) -> float:

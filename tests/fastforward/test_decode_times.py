@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from schedsim.fastforward.timeline import DecodeTimes
 from schedsim.latency import StepShape, make_latency_model
+from support.schedloop import running_requests
 
 pytestmark = pytest.mark.pure_python  # compiled and interpreted must agree
 
@@ -34,4 +35,4 @@ class _ShapeOnly:
 def test_decode_times_equal_step_time_of_that_shape(make, ctx: list[int], i: int) -> None:
     model = make()
     expected = model.step_time(StepShape(decodes=[(c + i, 0) for c in ctx]))
-    assert DecodeTimes(model, ctx).at(i) == expected  # the very float, not an approximation
+    assert DecodeTimes(model, running_requests(ctx)).at(i) == expected  # the very float, not an approximation

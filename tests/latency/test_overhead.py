@@ -11,6 +11,7 @@ from schedsim.latency.engines import ENGINE_PROFILES, EngineProfile, OverheadTer
 from schedsim.latency.explain import explain_step
 from schedsim.latency.factory import make_cpu_cost_model
 from schedsim.latency.overhead import OverheadModel, cpu_cost_config
+from support.schedloop import running_requests
 
 
 def _model(engine="vllm", model="llama-2-70b", gpu="h100-sxm", tp=8, kind="auto", **terms):
@@ -40,7 +41,7 @@ def _model(engine="vllm", model="llama-2-70b", gpu="h100-sxm", tp=8, kind="auto"
 def test_decode_closed_form_is_the_step_time_float(engine, kind, ctx, i):
     model = make_latency_model("llama-2-70b", "h100-sxm", 4, kind, engine=engine)
     expected = model.step_time(StepShape(decodes=[(c + i, 0) for c in ctx]))
-    assert DecodeTimes(model, ctx).at(i) == expected  # the fast-forward's very float
+    assert DecodeTimes(model, running_requests(ctx)).at(i) == expected  # the fast-forward's very float
 
 
 def test_collective_latency_is_paid_per_all_reduce_and_grows_with_tp():

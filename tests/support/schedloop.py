@@ -28,6 +28,14 @@ def make_request(rid: str, prompt_len: int, max_tokens: int, arrival: float = 0.
     )
 
 
+def running_requests(computed: list[int]) -> list[Request]:
+    """Requests holding these computed-token counts, as a fast-forward stretch finds them."""
+    reqs = [make_request(f"r{j}", c, 16) for j, c in enumerate(computed)]
+    for r, c in zip(reqs, computed, strict=True):
+        r.num_computed_tokens = c
+    return reqs
+
+
 @dataclass
 class Trace:
     """What a run produced: every plan in schedule order, outputs per request, finish statuses."""
