@@ -154,9 +154,8 @@ class SGLangFastForward(BaselineFastForward):
         schedule (pages neither free nor evictable, which evictions do not change)."""
         kv, mem = self.kv, self.policy.mem
         tree, bs, n = mem.tree_cache, kv.block_size, len(reqs)
-        cs = [r.num_computed_tokens for r in reqs]
         left_out = set(skipped)  # not in the last batch: no page for its step
-        firsts = [max(len(kv.req_to_blocks[reqs[j].request_id]) * bs - cs[j], 0) for j in range(n)]
+        firsts = [max(len(kv.req_to_blocks[r.request_id]) * bs - r.num_computed_tokens, 0) for r in reqs]
         stops = [k - 1 if r in left_out else k for r in reqs]
         events = allocation_events(firsts, stops, bs)
         usable = kv.pool.num_usable_blocks
@@ -170,9 +169,11 @@ class SGLangFastForward(BaselineFastForward):
                 step += 1
                 self._evict_for_step(n if step < k - 1 else n - len(skipped))
             r = reqs[idx]
-            r.num_computed_tokens = cs[idx] + i
+            c = r.num_computed_tokens  # as the stretch found it: restored after the allocation
+            r.num_computed_tokens = c + i  # (advance sets every request's once the replay is done)
             if kv.allocate_slots(r, 1, has_scheduled_reqs=False) is None:
                 raise AssertionError(f"fast-forward: {r.request_id} found no page inside its horizon")
+            r.num_computed_tokens = c
             taken += 1
         while step < k:
             usage.append((usable - room0 + taken) / usable)
