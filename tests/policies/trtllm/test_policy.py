@@ -102,7 +102,20 @@ def test_drafts_are_scheduled_with_the_generation_token_and_partly_accepted():
     policy.update_from_output(plan, StepResult(sampled_token_ids={"s": [4, 9]}))  # 1 accepted + bonus
     request = policy.requests["s"].request
     assert request.output_token_ids == [7, 4, 9] and request.num_computed_tokens == 18
+    assert request.spec_token_ids == []  # the landed step consumed its drafts
     policy.check_invariants()
+
+
+def test_a_landed_step_clears_spec_token_ids_a_request_brought_in():
+    """Drafts attached before the request reached this policy (no update_draft_token_ids here)
+    are consumed by its first sampling step all the same."""
+    policy = small()
+    carried = make_request("c", 16, 10)
+    carried.spec_token_ids = [5, 5]
+    policy.add_request(carried)
+    plan = policy.schedule()
+    policy.update_from_output(plan, oracle(policy, plan))
+    assert carried.output_token_ids == [7] and carried.spec_token_ids == []
 
 
 def test_max_utilization_pauses_folds_and_resumes_with_recompute():
