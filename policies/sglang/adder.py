@@ -65,11 +65,12 @@ class PrefillAdder:
             if config.chunked_prefill_size is None
             else config.chunked_prefill_size - num_mixed_decode_tokens
         )
-        self.total_offset = float(num_mixed_decode_tokens)
         self.current_offset = num_mixed_decode_tokens
-        for req in running:
+        total, clip = float(num_mixed_decode_tokens), self.clip
+        for req in running:  # (the same additions in the same order, into a local)
             ratio = 1.0 if req.ignore_eos else new_token_ratio
-            self.total_offset += min(self.max_new[req.request_id] - req.num_output_tokens, self.clip) * ratio
+            total += min(max_new[req.request_id] - len(req.output_token_ids), clip) * ratio
+        self.total_offset = total
         self.can_run: list[Admission] = []
         self.new_chunked: Admission | None = None
 

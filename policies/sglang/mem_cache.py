@@ -42,14 +42,17 @@ class ReqKvInfo:
 
 def radix_key(req: Request, num_tokens: int, page_size: int) -> list[Unit]:
     """The tree key of a request's first `num_tokens` tokens (prompt, then outputs), page aligned:
-    token ids at page size 1, else one chained content hash per page (`ensure_block_hashes`)."""
+    token ids at page size 1, else one chained content hash per page (`ensure_block_hashes`; the
+    request's own list where it holds exactly those pages: the tree only reads a key and copies
+    what it keeps)."""
     n = num_tokens // page_size
     ids = req.prompt_token_ids
     if page_size == 1 and ids is not None:
         if n <= len(ids):
             return ids[:n]
         return ids + req.output_token_ids[: n - len(ids)]
-    return ensure_block_hashes(req, n, page_size)[:n]
+    hashes = ensure_block_hashes(req, n, page_size)
+    return hashes if len(hashes) == n else hashes[:n]
 
 
 class MemCache:

@@ -26,7 +26,6 @@ each ancestor (SGLang's `t - 1e-5 * depth`, in integers: `TICK` per tick).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
 from typing import Final
 
 from ..kv_cache import BlockPool
@@ -55,10 +54,10 @@ class TreeNode:
         return f"TreeNode(id={self.node_id}, units={len(self.key)}, lock_ref={self.lock_ref})"
 
 
-def common_prefix_len(node_key: list[Unit], key: Sequence[Unit], offset: int) -> int:
+def common_prefix_len(node_key: list[Unit], key: list[Unit], offset: int) -> int:
     """Units of `node_key` equal to `key[offset:]` from the start."""
     n = min(len(node_key), len(key) - offset)
-    if node_key[:n] == list(key[offset : offset + n]):
+    if (node_key if n == len(node_key) else node_key[:n]) == key[offset : offset + n]:
         return n
     i = 0
     while node_key[i] == key[offset + i]:
@@ -113,7 +112,7 @@ class RadixCache:
         return TreeNode(parent, key, value, self.num_nodes, self._tick())
 
     # ---- lookups ----
-    def match_prefix(self, key: Sequence[Unit]) -> tuple[int, TreeNode]:
+    def match_prefix(self, key: list[Unit]) -> tuple[int, TreeNode]:
         """Longest cached prefix of `key` in units, and its last node (splitting a node the match
         ends inside); refreshes the path's recency."""
         if self.disable or not key:
@@ -133,7 +132,7 @@ class RadixCache:
         self._stamp_path(node)
         return offset, node
 
-    def peek_prefix(self, key: Sequence[Unit]) -> tuple[int, int]:
+    def peek_prefix(self, key: list[Unit]) -> tuple[int, int]:
         """What `match_prefix` would match, in units, and how many of them no lock holds yet (a
         lock on the match takes those from the evictable), splitting and stamping nothing."""
         if self.disable or not key:
@@ -184,7 +183,7 @@ class RadixCache:
         return n
 
     # ---- insertion ----
-    def insert(self, key: Sequence[Unit], value: Sequence[int]) -> tuple[int, TreeNode]:
+    def insert(self, key: list[Unit], value: list[int]) -> tuple[int, TreeNode]:
         """Insert `key` (one block per unit in `value`); returns the units already cached and the
         node the key ends on. Blocks of already-cached units are not taken (the caller frees its
         duplicates); a new leaf takes a tree reference on its blocks."""
@@ -204,8 +203,8 @@ class RadixCache:
             node = child
             total += m
         if total < n:
-            leaf_value = list(value[total:n])
-            leaf = self._new_node(node, list(key[total:n]), leaf_value)
+            leaf_value = value[total:n]
+            leaf = self._new_node(node, key[total:n], leaf_value)
             node.children[leaf.key[0]] = leaf
             if self.pool is not None:
                 self.pool.touch(leaf_value)

@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
 from itertools import islice
 from typing import Final
 
@@ -88,13 +87,12 @@ class SchedulePolicy:
         page = self.mem.page_size
         return radix_key(r, r.num_tokens, page), page
 
-    def _touch_waiting_prefixes(self, waiting: Iterable[Request]) -> None:
+    def _touch_waiting_prefixes(self, waiting: deque[Request] | list[Request]) -> None:
         """Every 32nd pass: refresh the cached prefixes of the queue's head, head last."""
-        head = list(islice(waiting, WAITING_QUEUE_PREFIX_MATCH_MAX))
-        if not head or self.mem.tree_cache.disable:
+        if not waiting or self.mem.tree_cache.disable:
             return
         refresh = self.waiting_prefix_refresh_calls % WAITING_PREFIX_REFRESH_INTERVAL == 0
         self.waiting_prefix_refresh_calls += 1
-        if refresh:
-            for r in reversed(head):
+        if refresh:  # (the head copied only then: the other passes read none of it)
+            for r in reversed(list(islice(waiting, WAITING_QUEUE_PREFIX_MATCH_MAX))):
                 self.mem.touch_prefix(r)

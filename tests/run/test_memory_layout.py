@@ -153,3 +153,26 @@ def test_heap_settings_apply_on_linux():
 
     assert pin_mmap_threshold() == sys.platform.startswith("linux")
     release_unused()  # must not raise, with or without pyarrow loaded
+
+
+def test_a_run_collects_its_young_generation_rarely_and_restores_the_collector():
+    import gc
+
+    from schedsim.run.memory import YOUNG_GENERATION_THRESHOLD, frozen_setup
+
+    before = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)
+        with frozen_setup():
+            assert gc.get_threshold() == (YOUNG_GENERATION_THRESHOLD, 10, 10)
+            assert gc.get_freeze_count() > 0  # what existed before is out of the passes
+        assert gc.get_threshold() == (700, 10, 10)
+        gc.set_threshold(10 * YOUNG_GENERATION_THRESHOLD, 10, 10)  # a caller's own, larger one stays
+        with frozen_setup():
+            assert gc.get_threshold()[0] == 10 * YOUNG_GENERATION_THRESHOLD
+        gc.set_threshold(700, 10, 10)
+        with pytest.raises(RuntimeError), frozen_setup():  # restored when the run raises, too
+            raise RuntimeError("run failed")
+        assert gc.get_threshold() == (700, 10, 10)
+    finally:
+        gc.set_threshold(*before)
