@@ -97,3 +97,23 @@ def test_a_decode_evicts_for_a_page_per_request_even_when_none_needs_one():
     mem.alloc_for_decode([req])
     assert (mem.available_size(), mem.evictable_size()) == (32, 0)
     assert len(mem.kv.req_to_blocks["r"]) == 2
+
+
+def test_a_key_that_is_the_requests_own_hash_list_is_copied_into_the_tree():
+    """At page 4 a request's key is its block hashes, handed over uncopied where they are exactly
+    the pages asked: the tree keeps its own copy, so the hashes the request adds later leave the
+    tree's key as inserted."""
+    mem = _mem(blocks=16, page=4)
+    req = Request("r", 0.0, 8, 100)  # no token ids: one content hash per page
+    assert mem.kv.allocate_slots(req, 8, has_scheduled_reqs=False) is not None
+    req.num_computed_tokens = 8
+    mem.info(req)
+    key = radix_key(req, 8, 4)
+    assert key is req.block_hashes and len(key) == 2
+    mem.checkpoint_kv_cache(req, 8)
+    node = mem.req_kv["r"].lock
+    assert node is not None and node.key == key and node.key is not key
+    req.output_token_ids.extend([5, 6, 7, 8])  # a third page of known tokens
+    assert len(radix_key(req, 12, 4)) == 3 and len(radix_key(req, 8, 4)) == 2
+    assert node.key == key[:2] and len(node.key) == 2
+    mem.check_invariants()
