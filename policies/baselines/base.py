@@ -203,8 +203,7 @@ class BasePolicy:
                 count_recompute(frontier, req, n, req.num_computed_tokens)
             req.num_computed_tokens += n
             req.num_in_flight_tokens += n
-            known = req.prompt_len + len(req.output_token_ids)  # num_tokens, without the call
-            req.is_prefill_chunk = req.num_computed_tokens < known + req.num_output_placeholders
+            req.is_prefill_chunk = req.num_computed_tokens < req.num_tokens + req.num_output_placeholders
             if asynchronous and not req.is_prefill_chunk:
                 req.num_output_placeholders += 1
 
@@ -273,8 +272,7 @@ class BasePolicy:
         (less the victims' tokens it took back)."""
         tokens = 0
         for req in list(self.running):
-            known = req.prompt_len + len(req.output_token_ids)  # num_tokens, without the call
-            if req.status != RequestStatus.RUNNING or known <= req.num_computed_tokens:
+            if req.status != RequestStatus.RUNNING or req.num_tokens <= req.num_computed_tokens:
                 continue  # preempted earlier in this pass, or its last token is still in flight
             ok, returned = self.allocate_or_preempt(plan, req, 1)
             tokens -= returned
@@ -380,8 +378,7 @@ class BasePolicy:
         if stops and tok in stops and self.stop_ids_apply(req):
             req.stop_reason = tok
             return RequestStatus.FINISHED_STOPPED
-        num_out = len(req.output_token_ids)  # (num_output_tokens and num_tokens, without the calls)
-        if num_out >= self.max_new_tokens(req) or req.prompt_len + num_out >= self.kv.max_model_len:
+        if req.num_output_tokens >= self.max_new_tokens(req) or req.num_tokens >= self.kv.max_model_len:
             return RequestStatus.FINISHED_LENGTH_CAPPED
         return None
 

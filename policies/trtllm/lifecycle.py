@@ -38,11 +38,10 @@ def finish_after(req: LlmRequest, token: int, max_model_len: int) -> RequestStat
     max_model_len."""
     request = req.request
     status = stop_reason(request, token)
-    if status is None:
-        known = request.prompt_len + len(request.output_token_ids)  # num_tokens, without the call
-        generated = known - req.prompt_len  # max_num_generated_tokens (the effective prompt's)
-        if generated >= req.max_new_tokens or known >= max_model_len:
-            status = RequestStatus.FINISHED_LENGTH_CAPPED
+    if status is None and (
+        req.max_num_generated_tokens >= req.max_new_tokens or request.num_tokens >= max_model_len
+    ):
+        status = RequestStatus.FINISHED_LENGTH_CAPPED
     return status
 
 

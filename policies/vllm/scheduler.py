@@ -473,8 +473,9 @@ class Scheduler:
             request.num_in_flight_tokens += n
             if seq is not None:
                 request.last_sched_seq = seq
-            known = request.prompt_len + len(request.output_token_ids)  # num_tokens, without the call
-            request.is_prefill_chunk = request.num_computed_tokens < known + request.num_output_placeholders
+            request.is_prefill_chunk = request.num_computed_tokens < (
+                request.num_tokens + request.num_output_placeholders
+            )
             has_so |= request.structured_output and not request.is_prefill_chunk
         plan.has_structured_output_requests = has_so
         if self.connector is not None and self._inflight_prefills:
