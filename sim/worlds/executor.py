@@ -173,7 +173,7 @@ class SimExecutor:
         ctxs: dict[str, Any] = plan.context_lens  # values read as the objects they are (no unbox)
         sampled, drafts = result.sampled_token_ids, result.draft_token_ids
         check_kv = bool(oracle.kv_fail)
-        workers, token, span = self.workers, oracle.token, oracle.span
+        workers, token, span, vocab = self.workers, oracle.token, oracle.span, oracle.vocab
         propose = self.propose_drafts
         step, last_sampled = h.step, self.last_sampled
         pre_tok = dec_tok = spec_tok = num_dec = ctx_sum = 0
@@ -216,7 +216,7 @@ class SimExecutor:
                 toks = [w.eos]
             else:
                 tok = synthetic_token(w.key, index, span)
-                toks = [tok if tok != w.eos and w.plain else token(requests[rid], index)]
+                toks = [vocab[tok] if tok != w.eos and w.plain else token(requests[rid], index)]
             sampled[rid] = toks
             w.position = index + len(toks)
             if w.num_spec_tokens:

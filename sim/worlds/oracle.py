@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from typing import Any, Final
 
 import numpy as np
@@ -78,6 +79,13 @@ def request_keys(seed: int, request_ids: Sequence[str]) -> np.ndarray:
     return (x ^ (x >> np.uint64(31))).view(np.int64)
 
 
+@lru_cache(maxsize=4)
+def token_objects(vocab_size: int) -> tuple[Any, ...]:
+    """Every id of a vocabulary as one int object, made once and shared: the sampled tokens are
+    these, so a step allocates no int per request and a finished request's outputs free none."""
+    return tuple(range(vocab_size))
+
+
 def uniform(key: int) -> float:
     """A uniform draw in [0, 1) from a key."""
     return (mix64(key) >> 11) * _INV_2_53
@@ -111,6 +119,7 @@ class WorkloadOracle:
         self.acceptance_rate = acceptance_rate
         self.info: dict[str, tuple[int, int]] = {}  # request id -> (signed key, EOS position)
         self.span = vocab_size - 3
+        self.vocab = token_objects(vocab_size)
         self.kv_fail: set[str] = set(kv_load_failures)
 
     def add(self, request_id: str, target_output_tokens: int, key: int | None = None) -> None:
@@ -149,7 +158,7 @@ class WorkloadOracle:
         """`tokens` of many requests at once (jumps: one row of `count` tokens per request, from
         output position len(outputs) + shift), given each one's draw as the runner holds it: no
         lookup by id."""
-        span = self.span
+        span, vocab = self.span, self.vocab
         rows: list[list[int]] = []
         span64: i64 = span
         n: i64 = count
@@ -157,10 +166,10 @@ class WorkloadOracle:
             key: i64 = draws[j].key
             pos: i64 = len(reqs[j].output_token_ids) + shift
             row: list[Any] = [None] * count
-            # synthetic_token inlined, every operand native (compiled: no call; only the token is boxed)
+            # synthetic_token inlined, every operand native (compiled: no call, no box)
             for i in range(n):
                 x: i64 = (key + pos + i) * PHI_I64
-                row[i] = 3 + ((x >> 32) & 0xFFFFFFFF) % span64
+                row[i] = vocab[3 + ((x >> 32) & 0xFFFFFFFF) % span64]
             rows.append(row)
         for j in range(len(reqs)):
             req, row = reqs[j], rows[j]

@@ -22,6 +22,7 @@ from schedsim.worlds.oracle import (
     request_keys,
     synthetic_token,
     to_i64,
+    token_objects,
 )
 
 
@@ -210,6 +211,22 @@ def test_token_rows_equal_token_for_mixed_requests(count: int) -> None:
         for r, row in zip(reqs, rows, strict=True):
             first = len(r.output_token_ids) + shift
             assert row == [o.token(r, first + j) for j in range(count)], r.request_id
+
+
+def test_sampled_tokens_are_the_vocabularys_shared_objects() -> None:
+    """A decode's token and a jump's rows are the objects of `token_objects`, not new ints: a
+    step allocates none, and every oracle of one vocabulary shares the one table."""
+    o = _oracle(10**6)
+    assert o.vocab is WorkloadOracle(seed=1).vocab is token_objects(32000)
+    assert o.vocab == tuple(range(32000))
+    req = Request("a", 0.0, 4, 100)
+    req.output_token_ids.extend(o.vocab[o.token(req, i)] for i in range(3))
+    plan = StepPlan(num_scheduled_tokens={"a": 1}, total_num_scheduled_tokens=1, context_lens={"a": 6})
+    (tok,) = _executor(o).launch(plan, {"a": req}).result.sampled_token_ids["a"]
+    assert tok == o.token(req, 3) > 256 and tok is o.vocab[tok]
+    (row,) = o.token_rows([req], [TokenDraw(*o.info["a"])], 0, 20)
+    assert row == [o.token(req, 3 + i) for i in range(20)]
+    assert all(t is o.vocab[t] for t in row) and max(row) > 256
 
 
 @pytest.mark.parametrize("key", [0, 1, (1 << 63) - 1, 1 << 63, (1 << 64) - 2])
